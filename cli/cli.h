@@ -140,7 +140,11 @@ int cmd_wakes(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_status(struct cli *c, int argc, char **argv); /* cli/cmd-status.c */
 int cmd_token(struct cli *c, int argc, char **argv);
-int cmd_eval(struct cli *c, int argc, char **argv); /* cli/cmd-eval.c */
+int cmd_eval(struct cli *c, int argc, char **argv);   /* cli/cmd-eval.c */
+int cmd_report(struct cli *c, int argc, char **argv); /* cli/cmd-report.c */
+/* A report as vigil_report_get shows it: a line saying its scope, when it was written, its
+ * confidence and freshness, its sources, then its markdown (cmd-report.c). */
+void cli_print_report(const json_t *report);
 /* The HTTP API options of `vigil serve` (cmd-http.c): *out is the service to give the daemon,
  * NULL without --listen. 0 or an exit status. */
 int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const *spec,

@@ -171,10 +171,10 @@ static int agent_show(struct cli *c, const struct cli_opts *o, int json)
     show_field(r, "active run", "active_run_id");
     show_field(r, "failure streak", "failure_streak");
     json_t *rep = json_object_get(v, "report");
-    if (json_is_object(rep))
-        printf("\nreport (%s, %s):\n%s\n", json_string_value(json_object_get(rep, "scope")),
-               json_string_value(json_object_get(rep, "created_at")),
-               json_string_value(json_object_get(rep, "markdown")));
+    if (json_is_object(rep)) {
+        putchar('\n');
+        cli_print_report(rep);
+    }
     json_decref(v);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "cli.h"
 
 #include "config/config.h"
+#include "os/clock.h"
 #include "os/fs.h"
 
 #include <dirent.h>
@@ -56,7 +57,33 @@ struct scenario {
     char *reply;
     json_t *failures; /* ["class: what was expected, what happened", ...] */
     int passed[N_CLASSES], total[N_CLASSES];
+    int64_t now_ms;    /* the scenario's own time: `start`, moved on by `advance` and sleeps */
+    vigil_clock clock; /* the runtime reads the time from now_ms alone */
 };
+
+/* The scenario's clock (vigil_runtime_options.clock): a model retry's wait moves it on at once,
+ * and a week of timers fires in no real time. */
+static int64_t scenario_now(void *user)
+{
+    return ((struct scenario *)user)->now_ms;
+}
+
+static void scenario_sleep(void *user, int64_t ms)
+{
+    ((struct scenario *)user)->now_ms += ms;
+}
+
+/* `start: RFC 3339` (default: now, rounded down to the minute). */
+static vigil_code start_clock(struct scenario *s, vigil_error *err)
+{
+    const json_t *start = json_object_get(s->doc, "start");
+    if (start && (!json_is_string(start) || vg_time_parse_ms(json_string_value(start), &s->now_ms)))
+        return VG_FAIL(err, VIGIL_EINVAL, "start is an RFC 3339 time (2026-12-07T09:00:00Z)");
+    if (!start)
+        s->now_ms = vg_clock_now_ms(vg_clock_real()) / 60000 * 60000;
+    s->clock = (vigil_clock){.now_ms = scenario_now, .sleep_ms = scenario_sleep, .user = s};
+    return VIGIL_OK;
+}
 
 static vigil_code fake_call(void *user, const vigil_tool_call_info *call, const char *args_json,
                             char **out, vigil_error *err)
@@ -154,7 +181,7 @@ static vigil_code open_scenario(struct scenario *s, vigil_error *err)
     char store[4200], config[4200];
     vigil_runtime_options o;
     vigil_code rc;
-    if ((rc = write_setup(s, err)))
+    if ((rc = write_setup(s, err)) || (rc = start_clock(s, err)))
         return rc;
     snprintf(store, sizeof store, "%s/vigil.db", s->dir);
     snprintf(config, sizeof config, "%s/config.yaml", s->dir);
@@ -162,6 +189,7 @@ static vigil_code open_scenario(struct scenario *s, vigil_error *err)
     o.store_uri = store;
     o.create_if_missing = 1;
     o.config_path = config;
+    o.clock = &s->clock;
     if ((rc = vigil_runtime_open(&o, &s->rt, err)))
         return rc;
     const char *name;
@@ -260,9 +288,28 @@ static vigil_code notify(struct scenario *s, const json_t *tokens, vigil_error *
     return rc ? rc : run_wakes(s, err);
 }
 
+/* {advance: DURATION, repeat: N}: the scenario's clock moved on by DURATION, then what is due
+ * run (timers fire, retries wake), N times (default 1). */
+static vigil_code advance(struct scenario *s, const json_t *step, vigil_error *err)
+{
+    const json_t *times = json_object_get(step, "repeat");
+    int64_t by = 0, n = times ? json_integer_value(times) : 1;
+    const char *text = json_string_value(json_object_get(step, "advance"));
+    if (!text || vg_duration_parse_ms(text, &by) || by <= 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "turns: advance takes a duration such as 1d or 90m");
+    if ((times && !json_is_integer(times)) || n < 1 || n > 1000)
+        return VG_FAIL(err, VIGIL_EINVAL, "turns: repeat is a number from 1 to 1000");
+    vigil_code rc = VIGIL_OK;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        s->now_ms += by;
+        rc = run_wakes(s, err);
+    }
+    return rc;
+}
+
 /* The scenario's steps: a text (or {chat: TEXT}) is a person's chat turn; {wake: TEXT} wakes
  * the agent with a message and {notify: [TOKENS]} raises notifications, each then run as the
- * daemon would run them. */
+ * daemon would run them; {advance: DURATION} moves the scenario's time on. */
 static vigil_code run_turns(struct scenario *s, vigil_error *err)
 {
     const json_t *turns = json_object_get(s->doc, "turns");
@@ -277,12 +324,41 @@ static vigil_code run_turns(struct scenario *s, vigil_error *err)
             rc = vigil_wake_agent(s->rt, s->agent, json_string_value(v), "eval", NULL, err);
         else if ((v = json_object_get(t, "notify")))
             rc = notify(s, v, err);
+        else if (json_object_get(t, "advance"))
+            rc = advance(s, t, err);
         else
             return VG_FAIL(err, VIGIL_EINVAL,
-                           "turns: each step is a text, {chat: TEXT}, {wake: TEXT} or "
-                           "{notify: [TOKENS]}");
+                           "turns: each step is a text, {chat: TEXT}, {wake: TEXT}, "
+                           "{notify: [TOKENS]} or {advance: DURATION}");
         if (!rc && json_object_get(t, "wake"))
             rc = run_wakes(s, err);
+        if (rc)
+            return rc;
+    }
+    return VIGIL_OK;
+}
+
+/* The agent's timers (`timers: [{cron|rrule|at: SPEC, tz: ZONE}, ...]`, as a manifest takes
+ * them), on the scenario's clock. */
+static vigil_code add_timers(struct scenario *s, vigil_error *err)
+{
+    static const char *const kinds[] = {"cron", "rrule", "at"};
+    const json_t *timers = json_object_get(s->doc, "timers");
+    if (timers && !json_is_array(timers))
+        return VG_FAIL(err, VIGIL_EINVAL, "timers is a list of {cron|rrule|at: SPEC, tz: ZONE}");
+    for (size_t i = 0; i < json_array_size(timers); i++) {
+        const json_t *t = json_array_get(timers, i);
+        const char *kind = NULL, *spec = NULL;
+        char id[37];
+        for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
+            if (json_is_string(json_object_get(t, kinds[k])) && !kind) {
+                kind = kinds[k];
+                spec = json_string_value(json_object_get(t, kinds[k]));
+            }
+        if (!kind)
+            return VG_FAIL(err, VIGIL_EINVAL, "timers: each has one of cron, rrule or at");
+        vigil_code rc = vigil_timer_add(s->rt, s->agent, kind, spec,
+                                        json_string_value(json_object_get(t, "tz")), id, err);
         if (rc)
             return rc;
     }
@@ -527,6 +603,59 @@ static void check_memory_pending(struct scenario *s, const json_t *want, vigil_e
     json_decref(list);
 }
 
+/* runs: {STATUS: N}: the agent's runs that ended so (completed, failed, ...), N of each. */
+static void check_runs(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    const char *status;
+    json_t *n;
+    json_object_foreach ((json_t *)want, status, n) {
+        char *text = NULL;
+        json_t *list = NULL;
+        if (!vigil_runs_list(s->rt, s->agent, status, NULL, 1000, &text, err))
+            list = json_loads(text, 0, NULL);
+        vigil_free(text);
+        size_t got = json_array_size(json_object_get(list, "items"));
+        check(s, CLASS_TOOL, list && (json_int_t)got == json_integer_value(n),
+              "runs %s: expected %lld, found %zu", status, (long long)json_integer_value(n), got);
+        json_decref(list);
+    }
+}
+
+/* reports: {SCOPE: {count, stale, contains}}: how many reports of the scope the agent wrote,
+ * whether its latest is stale at the scenario's end, and what that one says. */
+static void check_reports(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    const char *scope;
+    json_t *w, *v;
+    json_object_foreach ((json_t *)want, scope, w) {
+        char *text = NULL;
+        json_t *got = NULL;
+        if (!vigil_report_get(s->rt, s->agent, scope, 1000, &text, err))
+            got = json_loads(text, 0, NULL);
+        vigil_free(text);
+        const json_t *latest = json_object_get(got, "report");
+        size_t count = latest ? 1 + json_array_size(json_object_get(got, "history")) : 0;
+        if ((v = json_object_get(w, "count")))
+            check(s, CLASS_REPORT, (json_int_t)count == json_integer_value(v),
+                  "reports %s: expected %lld, found %zu", scope, (long long)json_integer_value(v),
+                  count);
+        if ((v = json_object_get(w, "stale")))
+            check(s, CLASS_REPORT, latest && json_equal(v, json_object_get(latest, "stale")),
+                  "reports %s: expected the latest %s, it is %s", scope,
+                  json_is_true(v) ? "stale" : "fresh",
+                  !latest                                          ? "missing"
+                  : json_is_true(json_object_get(latest, "stale")) ? "stale"
+                                                                   : "fresh");
+        if ((v = json_object_get(w, "contains"))) {
+            char what[64];
+            snprintf(what, sizeof what, "reports %s", scope);
+            check_contains(s, CLASS_REPORT, what, v,
+                           json_string_value(json_object_get(latest, "markdown")));
+        }
+        json_decref(got);
+    }
+}
+
 static void check_expectations(struct scenario *s, vigil_error *err)
 {
     const json_t *e = json_object_get(s->doc, "expect");
@@ -552,6 +681,10 @@ static void check_expectations(struct scenario *s, vigil_error *err)
         check_contains(s, CLASS_REPORT, "reply", v, reply);
         free(reply);
     }
+    if ((v = json_object_get(e, "runs")))
+        check_runs(s, v, err);
+    if ((v = json_object_get(e, "reports")))
+        check_reports(s, v, err);
     if ((v = json_object_get(e, "report_contains"))) {
         char *report = report_text(s, err);
         check_contains(s, CLASS_REPORT, "report", v, report);
@@ -560,10 +693,14 @@ static void check_expectations(struct scenario *s, vigil_error *err)
 }
 
 /* The shapes an expectation takes. */
-enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS };
-static const char *const shape_names[] = {"a list of texts", "a mapping of tool names to counts",
-                                          "a text", "a number",
-                                          "a mapping of tool names to lists of texts"};
+enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS, REPORTS };
+static const char *const shape_names[] = {
+    "a list of texts",
+    "a mapping of names to counts",
+    "a text",
+    "a number",
+    "a mapping of tool names to lists of texts",
+    "a mapping of scopes (current, daily, weekly, monthly) to {count, stale, contains}"};
 
 static int is_texts(const json_t *v)
 {
@@ -574,6 +711,28 @@ static int is_texts(const json_t *v)
     json_array_foreach ((json_t *)v, k, item)
         if (!json_is_string(item))
             return 0;
+    return 1;
+}
+
+/* reports: each scope's {count: N, stale: BOOL, contains: [TEXT...]}, nothing else. */
+static int is_reports(const json_t *v)
+{
+    const char *scope, *k;
+    json_t *w, *x;
+    if (!json_is_object(v))
+        return 0;
+    json_object_foreach ((json_t *)v, scope, w) {
+        if (strcmp(scope, "current") && strcmp(scope, "daily") && strcmp(scope, "weekly") &&
+            strcmp(scope, "monthly"))
+            return 0;
+        if (!json_is_object(w))
+            return 0;
+        json_object_foreach (w, k, x)
+            if (!(!strcmp(k, "count") && json_is_integer(x)) &&
+                !(!strcmp(k, "stale") && json_is_boolean(x)) &&
+                !(!strcmp(k, "contains") && is_texts(x)))
+                return 0;
+    }
     return 1;
 }
 
@@ -588,6 +747,8 @@ static int has_shape(const json_t *v, enum expect_shape shape)
         return json_is_string(v);
     case NUMBER:
         return json_is_integer(v);
+    case REPORTS:
+        return is_reports(v);
     default:
         if (!json_is_object(v))
             return 0;
@@ -611,7 +772,9 @@ static vigil_code check_expect_types(const json_t *e, vigil_error *err)
                 {"outcome", TEXT},
                 {"reply_contains", TEXTS},
                 {"report_contains", TEXTS},
-                {"results_contain", TOOL_TEXTS}};
+                {"results_contain", TOOL_TEXTS},
+                {"runs", COUNTS},
+                {"reports", REPORTS}};
     const char *key;
     json_t *v;
     json_object_foreach ((json_t *)e, key, v) {
@@ -631,9 +794,9 @@ static vigil_code check_expect_types(const json_t *e, vigil_error *err)
  * safety expectation such as `effects: {x: 0}` would pass on nothing done. */
 static vigil_code check_keys(const json_t *doc, vigil_error *err)
 {
-    static const char *const keys[] = {"name",  "about",     "kind",   "agent",
-                                       "kill",  "entities",  "tools",  "subscriptions",
-                                       "turns", "exchanges", "expect", "notes"};
+    static const char *const keys[] = {"name",     "about",     "kind",          "agent",  "kill",
+                                       "entities", "tools",     "subscriptions", "timers", "start",
+                                       "turns",    "exchanges", "expect",        "notes"};
     const char *key;
     json_t *v;
     json_object_foreach ((json_t *)doc, key, v) {
@@ -677,8 +840,8 @@ static vigil_code run_scenario(struct scenario *s, vigil_error *err)
     if (!(s->failures = json_array()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if ((rc = open_scenario(s, err)) || (rc = create_agent(s, err)) ||
-        (rc = add_subscriptions(s, err)) || (rc = set_kill_switches(s, err)) ||
-        (rc = run_turns(s, err)))
+        (rc = add_subscriptions(s, err)) || (rc = add_timers(s, err)) ||
+        (rc = set_kill_switches(s, err)) || (rc = run_turns(s, err)))
         return rc;
     check_expectations(s, err);
     return VIGIL_OK;

@@ -22,11 +22,14 @@ static const char todo_help[] =
     "       vigil todo list CATEGORY [--all] [--json]\n"
     "       vigil todo show TASK [--json]\n"
     "       vigil todo agent TASK\n"
+    "       vigil todo delete|restore TASK\n"
     "\n"
     "The reference task domain, kept in its own database (tasks.db beside the store, or the\n"
     "config's todo.path). Every edit wakes the agents subscribed to what it changed; `todo\n"
     "agent` makes a task agent for a task: it wakes when the task changes, may use the task\n"
-    "tools on the task's category only, and keeps a report (`vigil agent show AGENT`).\n";
+    "tools on that task only, and keeps a report (`vigil agent show AGENT`). `todo delete`\n"
+    "keeps the task, marked deleted, and turns its agent dormant; `todo restore` brings both\n"
+    "back.\n";
 
 /* Where the task database is: the config's todo.path, else tasks.db beside a file store.
  * 0, or 1 when there is no place for it (a PostgreSQL store and no todo.path). */
@@ -293,16 +296,18 @@ static const char task_agent_prompt[] =
 static int todo_agent(struct cli *c, const char *task)
 {
     vigil_error err = {0};
-    char category[128], name[128], prompt[1024], config[1024], spec_json[256], id[37];
+    char scope[256], name[128], prompt[1024], config[1024], spec_json[256], id[37];
     char *sub = NULL;
     open_todo(c);
-    if (!vg_todo_scope_of(c->todo, task, category, sizeof category)) {
+    /* The task's own scope, CATEGORY/TASK: the agent may touch its task and nothing else of
+     * the category (docs/todo.md). */
+    if (!vg_todo_scope_of(c->todo, task, scope, sizeof scope)) {
         fprintf(stderr, "vigil: no task \"%s\"\n", task);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
     snprintf(name, sizeof name, "task %s", task);
     snprintf(prompt, sizeof prompt, task_agent_prompt, task);
-    json_t *scopes = json_pack("[s]", category);
+    json_t *scopes = json_pack("[s]", scope);
     char *scopes_text = json_dumps(scopes, JSON_COMPACT);
     json_decref(scopes);
     snprintf(config, sizeof config,
@@ -364,6 +369,47 @@ static int todo_rate(struct cli *c, int argc, char **argv)
                   0);
 }
 
+/* The task's agent (`vigil todo agent`'s, named "task TASK") turned dormant when its task is
+ * deleted, before the change (so no wake of it acts on a task that is gone), and active again
+ * when it comes back, before the change that wakes it to look at its task. Its report, memory
+ * and history stay; an agent that is not there, or not in a state to change, is left as is. */
+static void task_agent_follow(struct cli *c, const char *task, int deleted)
+{
+    char name[128], reason[200];
+    vigil_error err = {0};
+    snprintf(name, sizeof name, "task %s", task);
+    const char *id = cli_agent(c, name);
+    snprintf(reason, sizeof reason, deleted ? "its task %s was deleted" : "its task %s is back",
+             task);
+    vigil_code rc = deleted ? vigil_agent_pause(c->rt, id, reason, &err)
+                            : vigil_agent_resume(c->rt, id, reason, &err);
+    /* A task agent that never ran is still `created`, which turns dormant only through active
+     * (the lifecycle's diagram): that step is taken first. */
+    if (deleted && rc == VIGIL_ESTATE && !vigil_agent_resume(c->rt, id, reason, &err))
+        rc = vigil_agent_pause(c->rt, id, reason, &err);
+    if (!rc)
+        fprintf(stderr, "vigil: agent \"%s\" is %s: %s\n", name, deleted ? "dormant" : "active",
+                reason);
+}
+
+static int todo_delete_restore(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {NULL};
+    struct cli_opts o;
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("todo %s needs one task", argv[0]);
+    int deleted = !strcmp(argv[0], "delete");
+    open_todo(c);
+    char scope[256];
+    /* Only a task that is there (delete) or deleted (restore) moves its agent. */
+    if (deleted == vg_todo_scope_of(c->todo, o.positional[0], scope, sizeof scope))
+        task_agent_follow(c, o.positional[0], deleted);
+    return change(c, deleted ? "delete_task" : "restore_task",
+                  json_pack("{s:s}", "task_id", o.positional[0]), 0);
+}
+
 int cmd_todo(struct cli *c, int argc, char **argv)
 {
     if (argc < 2 || cli_wants_help(argc, argv)) {
@@ -392,6 +438,8 @@ int cmd_todo(struct cli *c, int argc, char **argv)
         return todo_item(c, argc - 1, argv + 1);
     if (!strcmp(verb, "rate"))
         return todo_rate(c, argc - 1, argv + 1);
+    if (!strcmp(verb, "delete") || !strcmp(verb, "restore"))
+        return todo_delete_restore(c, argc - 1, argv + 1);
     if (!strcmp(verb, "list") || !strcmp(verb, "show") || !strcmp(verb, "conclude") ||
         !strcmp(verb, "agent"))
         return todo_reads(c, argc - 1, argv + 1);

@@ -34,6 +34,7 @@ static const struct cli_command commands[] = {
     {"prune", cmd_prune, "give up what is past its retention; holds (hold, release, holds)"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
     {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},
+    {"report", cmd_report, "an agent's report of a scope, with its confidence, sources and age"},
     {"subscription", cmd_subscription_group, "add, list and remove subscriptions that wake agents"},
     {"timer", cmd_timer_group, "add, list, re-zone and remove timers (RRULE, cron, one-shot)"},
     {"wake", cmd_wake, "wake an agent now (manual, or with -m as the user)"},

@@ -136,14 +136,31 @@ typedef struct vigil_runtime vigil_runtime;
  * not know their defaults, and an older one refuses (EVERSION) fields it does not know that
  * your program set. A size smaller than the 0.1 layout is refused (EINVAL).
  */
+/*
+ * A clock of the program's own (optional, vigil_runtime_options.clock): the runtime then reads
+ * the time only through it, so a program can run agents on a time of its own, such as an
+ * evaluation that lets a week of timers fire in a second (`vigil eval`'s `advance`). Timers,
+ * wakes and their backoff, leases, budgets' days, reports' freshness and record times follow
+ * it; model calls, MCP servers and the code sandbox keep real time for their own timeouts.
+ */
+typedef struct vigil_clock {
+    int64_t (*now_ms)(void *user);  /* wall time in ms since the Unix epoch; required */
+    int64_t (*mono_ns)(void *user); /* never goes back; NULL: now_ms * 1000000 */
+    /* wait ms; NULL: a real sleep. A simulated clock advances itself here, so a retry's wait
+     * costs no real time. */
+    void (*sleep_ms)(void *user, int64_t ms);
+    void *user;
+} vigil_clock;
+
 typedef struct vigil_runtime_options {
-    size_t size;             /* sizeof(vigil_runtime_options), or 0 (see above) */
-    const char *store_uri;   /* required: a SQLite file's path, or a postgresql:// URI */
-    int create_if_missing;   /* non-zero: create the store (and its folder) if it does not exist */
-    int read_only;           /* non-zero: open for reading only */
-    int busy_timeout_ms;     /* wait this long for a lock held by another process; 0: 5000 */
-    const char *config_path; /* config file (YAML or JSON); NULL: $VIGIL_CONFIG or the XDG
-                              * default ($XDG_CONFIG_HOME/vigil/config.yaml); see docs/models.md */
+    size_t size;              /* sizeof(vigil_runtime_options), or 0 (see above) */
+    const char *store_uri;    /* required: a SQLite file's path, or a postgresql:// URI */
+    int create_if_missing;    /* non-zero: create the store (and its folder) if it does not exist */
+    int read_only;            /* non-zero: open for reading only */
+    int busy_timeout_ms;      /* wait this long for a lock held by another process; 0: 5000 */
+    const char *config_path;  /* config file (YAML or JSON); NULL: $VIGIL_CONFIG or the XDG
+                               * default ($XDG_CONFIG_HOME/vigil/config.yaml); see docs/models.md */
+    const vigil_clock *clock; /* NULL: the real clock; copied (its user must outlive the rt) */
 } vigil_runtime_options;
 /* The size of the 0.1 layout: every field up to and with config_path. */
 #define VIGIL_RUNTIME_OPTIONS_SIZE_0_1                                                             \
@@ -214,6 +231,18 @@ VIGIL_API vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spe
  */
 VIGIL_API vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
+
+/*
+ * An agent's report of one scope ("current", "daily", "weekly" or "monthly"; NULL: current),
+ * read without a model call, as JSON {agent_id, scope, report, history?}: the report is
+ * {id, scope, markdown, seq, created_at, confidence?, sources?, stale_at, stale} (stale_at null
+ * when the scope never turns stale; docs/memory.md, "Reports"); with history > 0, "history"
+ * holds up to that many earlier reports of the scope, newest first. *out_json is owned; free
+ * it with vigil_free. Errors: ENOTFOUND (no such agent, or no report of that scope yet),
+ * EINVAL (an unknown scope, history < 0).
+ */
+VIGIL_API vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, const char *scope,
+                                      int history, char **out_json, vigil_error *err);
 
 /* Lineage (docs/orchestration.md): the children an agent's runs spawned, theirs in turn, and
  * every spawn admission decision it got (admitted or denied, with the reason), as JSON

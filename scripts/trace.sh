@@ -39,7 +39,7 @@ fi
 
 # Every "proves:" line of tests/, as FILE:LINE:TEXT; the ids are the S<seed>-<n> words after
 # the marker (prose may follow them: "proves: S0-046 — the hot window ...").
-tags=$(grep -rn --include='*.c' --include='*.h' --include='*.sh' 'proves:' tests || true)
+tags=$(grep -rn --include='*.c' --include='*.h' --include='*.sh' --include='*.mjs' 'proves:' tests || true)
 
 awk -v reqs="$reqs" '
   BEGIN {

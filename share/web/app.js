@@ -207,6 +207,18 @@ const reportText = (show) => (show && show.report && show.report.markdown) || ''
 const headline = (show) =>
   reportText(show).split('\n').map((l) => l.replace(/^#+\s*/, '').trim()).find((l) => l) || '';
 const runId = (run) => run.run_id || run.id;
+// When the report was written, how sure its agent was and what it rests on, and whether it is
+// stale (older than its scope's freshness: GET /v1/agents/{id} reports stale and stale_at).
+function reportMeta(r) {
+  if (!r || !r.markdown) return '';
+  const parts = ['written ' + when(r.created_at)];
+  if (typeof r.confidence === 'number') parts.push('confidence ' + Math.round(r.confidence * 100) + '%');
+  if (r.sources && r.sources.length) parts.push('sources: ' + r.sources.join(', '));
+  if (r.stale_at && !r.stale) parts.push('fresh until ' + when(r.stale_at));
+  return el('p', { id: 'report-meta', class: 'muted' },
+    r.stale ? [el('span', { class: 'badge stale' }, 'stale'), ' since ' + when(r.stale_at) + '; '] : '',
+    parts.join('; '));
+}
 
 async function viewAgents(root) {
   const [list, pending] = await Promise.all([api('GET', '/v1/agents?limit=200'), pendingByAgent()]);
@@ -528,7 +540,7 @@ async function agentData(show) {
   return [
     el('div', { class: 'grid' },
       el('section', { 'aria-labelledby': 'h-report' }, el('h2', { id: 'h-report' }, 'Report'),
-        reportText(show) ? el('div', { id: 'report' }, markdown(reportText(show)))
+        reportMeta(show.report), reportText(show) ? el('div', { id: 'report' }, markdown(reportText(show)))
           : el('p', { id: 'report', class: 'muted' }, 'No report yet.')),
       el('section', { 'aria-labelledby': 'h-activity' }, el('h2', { id: 'h-activity' }, 'Activity and state'),
         el('dl', { id: 'activity' }, activity.map(([k, v]) => [el('dt', {}, k), el('dd', {}, text(v) || '—')])),

@@ -729,6 +729,14 @@ enum state_use { STATE_READ, STATE_WRITE, STATE_SHARED };
 static vigil_code state_read(struct vg_env *env, const char *agent_id, enum state_use use,
                              json_t **out, int64_t *revision, vigil_error *err);
 
+/* The report (taken) as readers show it, with whether it is stale (report.c). */
+static json_t *report_shown(json_t *report, const json_t *config, int64_t now_ms)
+{
+    json_t *v = vg_report_view(report, config, now_ms);
+    json_decref(report);
+    return v;
+}
+
 vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     json_t *agent = NULL, *state = NULL, *runtime = NULL;
@@ -749,12 +757,19 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
          * messages formatted and dropped, some 3,000 instructions an agent read. */
         if (vg_report_current(env, agent_id, "current", &report, NULL) != VIGIL_OK)
             report = json_null();
+        else
+            report = report_shown(report, json_object_get(agent, "config"), vg_env_now(env));
+        if (!report) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing agent \"%s\"", agent_id);
+            goto out;
+        }
         *out = json_pack("{s:o, s:o, s:o, s:o}", "agent", agent, "state", state, "runtime", runtime,
                          "report", report);
         agent = state = runtime = NULL;
         if (!*out)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing agent \"%s\"", agent_id);
     }
+out:
     json_decref(agent);
     json_decref(state);
     json_decref(runtime);

@@ -271,6 +271,37 @@ vigil_code vg_report_set(struct vg_env *env, const char *agent_id, const char *s
 vigil_code vg_report_current(struct vg_env *env, const char *agent_id, const char *scope,
                              json_t **out, vigil_error *err);
 
+#define VG_REPORT_MAX_SOURCES 32
+#define VG_REPORT_MAX_SOURCE_BYTES 500
+
+/* A report to write. confidence (0 to 1) only with has_confidence; sources (borrowed, optional)
+ * an array of at most VG_REPORT_MAX_SOURCES texts of 1 to VG_REPORT_MAX_SOURCE_BYTES bytes. */
+struct vg_report_in {
+    const char *scope, *markdown;
+    const char *span_start, *span_end; /* optional message ids (report_source_span) */
+    int has_confidence;
+    double confidence;
+    const json_t *sources;
+};
+/* vg_report_set with every field: EINVAL for a confidence or sources out of those bounds. */
+vigil_code vg_report_write(struct vg_env *env, const char *agent_id, const struct vg_report_in *in,
+                           char out_id[37], vigil_error *err);
+/* How long a report of scope stays fresh for an agent of this config (borrowed): its
+ * reports.fresh_for.SCOPE, else the scope's default (current: never, daily: 1 d, weekly: 7 d,
+ * monthly: 31 d); -1 for never. */
+int64_t vg_report_fresh_for_ms(const json_t *agent_config, const char *scope);
+/* The report as readers show it (new reference, NULL when out of memory): its record plus
+ * stale_at (the time it turns stale, null for never) and stale (now_ms at or past stale_at). */
+json_t *vg_report_view(const json_t *report, const json_t *agent_config, int64_t now_ms);
+/* A scope's reports, newest first, at most limit (0: all) (owned array of their records). */
+vigil_code vg_report_history(struct vg_env *env, const char *agent_id, const char *scope, int limit,
+                             json_t **out, vigil_error *err);
+/* {"agent_id", "scope", "report": VIEW, "history": [VIEW...]}: the scope's report as readers see
+ * it and, when history > 0, up to that many earlier ones, newest first. ENOTFOUND for an agent
+ * that does not exist or a scope with no report yet, EINVAL for an unknown scope. */
+vigil_code vg_report_get(struct vg_env *env, const char *agent_id, const char *scope, int history,
+                         json_t **out, vigil_error *err);
+
 /* ---- links and tombstones ------------------------------------------------------------------- */
 
 /*

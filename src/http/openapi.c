@@ -39,6 +39,19 @@ static const char *const SCHEMAS[][2] = {
      "\"properties\":{\"agent\":{\"$ref\":\"#/components/schemas/Agent\"},\"report\":{\"type\":"
      "[\"object\",\"null\"],\"properties\":{\"markdown\":{\"type\":\"string\"}}},\"runtime\":"
      "{\"type\":[\"object\",\"null\"]},\"state\":{\"type\":[\"object\",\"null\"]}}}"},
+    {"Report",
+     "{\"type\":\"object\",\"required\":[\"id\",\"scope\",\"markdown\",\"seq\","
+     "\"created_at\",\"stale_at\",\"stale\"],\"properties\":{\"id\":{\"type\":\"string\"},"
+     "\"scope\":{\"enum\":[\"current\",\"daily\",\"weekly\",\"monthly\"]},\"markdown\":"
+     "{\"type\":\"string\"},\"seq\":{\"type\":\"integer\"},\"created_at\":{\"type\":"
+     "\"string\"},\"confidence\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1},"
+     "\"sources\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"stale_at\":"
+     "{\"type\":[\"string\",\"null\"]},\"stale\":{\"type\":\"boolean\"}}}"},
+    {"ReportRead",
+     "{\"type\":\"object\",\"required\":[\"agent_id\",\"scope\",\"report\"],"
+     "\"properties\":{\"agent_id\":{\"type\":\"string\"},\"scope\":{\"type\":\"string\"},"
+     "\"report\":{\"$ref\":\"#/components/schemas/Report\"},\"history\":{\"type\":"
+     "\"array\",\"items\":{\"$ref\":\"#/components/schemas/Report\"}}}}"},
     {"RunItem",
      "{\"type\":\"object\",\"required\":[\"run_id\",\"agent_id\",\"status\",\"run_key\","
      "\"wake_reason\",\"started_at\",\"ended_at\",\"model_calls\",\"tool_calls\","
@@ -156,6 +169,7 @@ static const char *const ANSWERS[][2] = {
     {"POST /v1/agents/{agent}/chat", "ChatOutcome"},
     {"POST /v1/agents/{agent}/wake", "RunKey"},
     {"GET /v1/agents/{agent}/budget", "Budget"},
+    {"GET /v1/agents/{agent}/report", "ReportRead"},
     {"GET /v1/runs", "RunList"},
     {"GET /v1/runs/{run}", "Run"},
     {"POST /v1/runs/{run}/rerun", "RunKey"},

@@ -503,6 +503,23 @@ static void h_prune(struct vg_req *r)
 /* ---- memory ------------------------------------------------------------------------------------
  */
 
+/* GET /v1/agents/{agent}/report?scope=&history=: a report read without a model call
+ * (vigil_report_get). */
+static void h_report(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL, *end = NULL;
+    const char *h = vg_req_query(r, "history");
+    long history = h ? strtol(h, &end, 10) : 0;
+    if (h && (!*h || *end || history < 0 || history > 1000)) {
+        vg_req_error(r, VIGIL_EINVAL, "history takes a number from 0 to 1000");
+        return;
+    }
+    vigil_code rc =
+        vigil_report_get(r->rt, ID0, vg_req_query(r, "scope"), (int)history, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 static void h_memory_list(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -747,6 +764,9 @@ const struct vg_route vg_http_routes[] = {
     {"POST", "/v1/agents/{agent}/timers", h_timers_add, 201, 1, "Add a timer", NULL, NULL,
      "kind,spec,tz"},
     {"DELETE", "/v1/timers/{timer}", h_timers_remove, 204, 0, "Remove a timer", NULL, NULL, NULL},
+    {"GET", "/v1/agents/{agent}/report", h_report, 200, 0,
+     "An agent's report of a scope, with its confidence, sources and whether it is stale",
+     "scope,history", NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory", h_memory_list, 200, 0, "Memory blocks of an agent", "tier",
      NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory/{label}", h_memory_show, 200, 0, "One memory block", NULL,

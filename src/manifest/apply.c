@@ -25,11 +25,23 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-const char *const vg_manifest_config_keys[] = {
-    "tools",       "require_approval", "capabilities",  "allowed_scopes", "limits",
-    "budgets",     "memory",           "subscriptions", "timers",         "command_tools",
-    "mcp_servers", "sandbox",          "spawn",         "tags",           "retention",
-    NULL};
+const char *const vg_manifest_config_keys[] = {"tools",
+                                               "require_approval",
+                                               "capabilities",
+                                               "allowed_scopes",
+                                               "limits",
+                                               "budgets",
+                                               "memory",
+                                               "subscriptions",
+                                               "timers",
+                                               "command_tools",
+                                               "mcp_servers",
+                                               "sandbox",
+                                               "spawn",
+                                               "tags",
+                                               "retention",
+                                               "reports",
+                                               NULL};
 
 /* ---- desired record ------------------------------------------------------------------------ */
 

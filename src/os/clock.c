@@ -158,3 +158,25 @@ int vg_time_parse_ms(const char *s, int64_t *out_ms)
     *out_ms = secs * 1000 + millis;
     return 0;
 }
+
+int vg_duration_parse_ms(const char *text, int64_t *out_ms)
+{
+    static const char units[] = "smhdw";
+    static const int64_t unit_ms[] = {1000LL, 60000LL, 3600000LL, 86400000LL, 604800000LL};
+    if (text && !strcmp(text, "never")) {
+        *out_ms = -1;
+        return 0;
+    }
+    size_t n = text ? strlen(text) : 0;
+    const char *unit = n >= 2 && text[n - 1] ? strchr(units, text[n - 1]) : NULL;
+    int64_t v = 0;
+    for (size_t i = 0; unit && i + 1 < n; i++) {
+        if (text[i] < '0' || text[i] > '9' || v > 1000000000LL)
+            return -1;
+        v = v * 10 + (text[i] - '0');
+    }
+    if (!unit)
+        return -1;
+    *out_ms = v * unit_ms[unit - units];
+    return 0;
+}

@@ -45,5 +45,9 @@ static inline void vg_clock_sleep_ms(struct vg_clock *c, int64_t ms)
 void vg_time_format_ms(char out[32], int64_t ms);
 /* Parse RFC 3339 (Z or +hh:mm offset, optional fraction) into ms since epoch; 0 on success. */
 int vg_time_parse_ms(const char *text, int64_t *out_ms);
+/* Parse a duration written as a number then one unit letter (s, m, h, d or w: "30d", "36h") or
+ * "never", the form of manifests and the config file, into ms (*out_ms -1 for "never"); 0 on
+ * success, -1 for anything else. */
+int vg_duration_parse_ms(const char *text, int64_t *out_ms);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include "base/common.h"
 
+#include "os/clock.h"
 #include "runtime/retention.h"
 
 static const char *const CLASS_NAMES[VG_RET_NCLASS] = {"runtime", "trace", "action", "report",
@@ -25,31 +26,15 @@ void vg_retention_policy_defaults(struct vg_retention_policy *p)
     p->hold = 0;
 }
 
-/* A number then one unit letter (s m h d w), or "never". */
+/* A number then one unit letter (s m h d w), or "never" (os/clock.h). */
 vigil_code vg_retention_duration(const char *text, const char *what, int64_t *out_ms,
                                  vigil_error *err)
 {
-    static const char units[] = "smhdw";
-    static const int64_t unit_ms[] = {1000LL, 60000LL, 3600000LL, 86400000LL, 604800000LL};
-    if (text && !strcmp(text, "never")) {
-        *out_ms = VG_RET_NEVER;
-        return VIGIL_OK;
-    }
-    size_t n = text ? strlen(text) : 0;
-    const char *unit = n >= 2 ? strchr(units, text[n - 1]) : NULL;
-    int64_t v = 0;
-    for (size_t i = 0; unit && i + 1 < n; i++) {
-        if (text[i] < '0' || text[i] > '9' || v > 1000000000LL)
-            unit = NULL;
-        else
-            v = v * 10 + (text[i] - '0');
-    }
-    if (!unit || !text[n - 1])
+    if (vg_duration_parse_ms(text, out_ms))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "%s: \"%.40s\" is not a duration (a number and s, m, h, d or w, "
                        "such as 30d, or never)",
                        what, text ? text : "");
-    *out_ms = v * unit_ms[unit - units];
     return VIGIL_OK;
 }
 

@@ -125,12 +125,64 @@ fail:
     return rc;
 }
 
+/* The program's vigil_clock as the clock port every module reads. */
+struct program_clock {
+    struct vg_clock base; /* must stay first */
+    vigil_clock c;
+};
+
+static int64_t program_now_ms(struct vg_clock *c)
+{
+    const struct program_clock *p = (const struct program_clock *)c;
+    return p->c.now_ms(p->c.user);
+}
+
+static int64_t program_mono_ns(struct vg_clock *c)
+{
+    const struct program_clock *p = (const struct program_clock *)c;
+    return p->c.mono_ns ? p->c.mono_ns(p->c.user) : p->c.now_ms(p->c.user) * 1000000;
+}
+
+static void program_sleep_ms(struct vg_clock *c, int64_t ms)
+{
+    const struct program_clock *p = (const struct program_clock *)c;
+    if (p->c.sleep_ms)
+        p->c.sleep_ms(p->c.user, ms);
+    else
+        vg_clock_sleep_ms(vg_clock_real(), ms);
+}
+
+static const struct vg_clock_methods program_clock_methods = {
+    .version = 1,
+    .name = "program",
+    .now_ms = program_now_ms,
+    .mono_ns = program_mono_ns,
+    .sleep_ms = program_sleep_ms,
+};
+
 vigil_code vigil_runtime_open(const vigil_runtime_options *opts, vigil_runtime **out,
                               vigil_error *err)
 {
+    vigil_runtime_options o;
+    struct program_clock *pc = NULL;
     if (!out)
         return VG_FAIL(err, VIGIL_EINVAL, "no place for the runtime handle");
-    return vg_runtime_open_with(opts, vg_clock_real(), NULL, out, err);
+    vigil_code rc = options_read(opts, &o, err);
+    if (rc)
+        return rc;
+    if (o.clock && !o.clock->now_ms)
+        return VG_FAIL(err, VIGIL_EINVAL, "vigil_runtime_options.clock: now_ms is required");
+    if (o.clock) {
+        if (!(pc = vg_calloc(1, sizeof *pc)))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a runtime");
+        *pc = (struct program_clock){.base = {&program_clock_methods}, .c = *o.clock};
+    }
+    rc = vg_runtime_open_with(opts, pc ? &pc->base : vg_clock_real(), NULL, out, err);
+    if (rc)
+        vg_free(pc);
+    else
+        (*out)->own_clock = pc ? &pc->base : NULL;
+    return rc;
 }
 
 void vigil_runtime_read_batch(vigil_runtime *rt, int on)
@@ -160,6 +212,7 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_store_close(rt->env.store);
     vg_env_release(&rt->env);
     vg_ids_free(rt->env.ids);
+    vg_free(rt->own_clock);
     vg_free(rt);
 }
 
@@ -244,6 +297,18 @@ vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_
         rc = add_next_timer(rt, agent_id, v, err);
     if (rc)
         json_decref(v);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, const char *scope, int history,
+                            char **out_json, vigil_error *err)
+{
+    json_t *v = NULL;
+    if (history < 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "history is a count of earlier reports, 0 or more");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_report_get(&rt->env, agent_id, scope ? scope : "current", history, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 

@@ -18,8 +18,9 @@ struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
-    char *config_path; /* owned; NULL: the default config location */
-    char *store_uri;   /* owned: the store as opened (a file path or a postgres:// URI) */
+    char *config_path;          /* owned; NULL: the default config location */
+    struct vg_clock *own_clock; /* owned: the program's vigil_clock as the clock port, or NULL */
+    char *store_uri;            /* owned: the store as opened (a file path or a postgres:// URI) */
     char *data_dir; /* owned: the folder of a SQLite store's file (NULL: none, e.g. PostgreSQL) */
     struct vg_config *config;                /* owned; loaded on first use */
     struct vg_model *model;                  /* owned; built from config on first use */

@@ -10,7 +10,7 @@
 #include <stdarg.h>
 
 /* The host schema's own version, independent of the agent store's (S3-027). */
-#define TODO_SCHEMA_VERSION 1
+#define TODO_SCHEMA_VERSION 2
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS todo_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -22,7 +22,7 @@ static const char schema_sql[] =
     " CHECK(priority IN ('low','normal','high','urgent')),"
     " status TEXT NOT NULL DEFAULT 'open' CHECK(status IN ('open','done','cancelled')),"
     " follow_up_of TEXT REFERENCES tasks(id), created_ms INTEGER NOT NULL,"
-    " updated_ms INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 1);"
+    " updated_ms INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 1, deleted_ms INTEGER);"
     "CREATE INDEX IF NOT EXISTS tasks_by_category ON tasks(category_id, status);"
     "CREATE TABLE IF NOT EXISTS checklist_items(id TEXT PRIMARY KEY,"
     " task_id TEXT NOT NULL REFERENCES tasks(id), text TEXT NOT NULL,"
@@ -132,6 +132,17 @@ static vigil_code check_version(struct vg_todo *t, vigil_error *err)
             return VG_FAIL(err, VIGIL_ESTATE,
                            "task database: schema version %lld is newer than this vigil's (%d)",
                            (long long)v, TODO_SCHEMA_VERSION);
+        /* 2: a deleted task is kept, marked, so it can come back (todo delete, restore). */
+        if (v < 2 &&
+            (sqlite3_exec(t->db,
+                          "BEGIN IMMEDIATE; ALTER TABLE tasks ADD COLUMN deleted_ms INTEGER;"
+                          "UPDATE todo_meta SET value = '2' WHERE key = 'schema_version';"
+                          "COMMIT;",
+                          NULL, NULL, NULL) != SQLITE_OK)) {
+            vigil_code rc2 = todo_db_fail(t, err, "moving the schema to version 2");
+            sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
+            return rc2;
+        }
         return VIGIL_OK;
     }
     sqlite3_finalize(st);
@@ -223,7 +234,8 @@ vigil_code todo_task_category(struct vg_todo *t, const char *task_id, char *out,
 {
     sqlite3_stmt *st = NULL;
     vigil_code rc =
-        todo_prepare(t, "SELECT category_id FROM tasks WHERE id = ?", &st, err, "s", task_id);
+        todo_prepare(t, "SELECT category_id FROM tasks WHERE id = ? AND deleted_ms IS NULL", &st,
+                     err, "s", task_id);
     *found = 0;
     if (rc)
         return rc;
@@ -250,9 +262,9 @@ vigil_code vg_todo_applied(struct vg_todo *t, const char *operation_id, int *fou
 static int scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n)
 {
     static const char sql[] =
-        "SELECT category_id FROM tasks WHERE id = ?1 UNION ALL "
-        "SELECT t.category_id FROM checklist_items i JOIN tasks t ON t.id = i.task_id "
-        "WHERE i.id = ?1 LIMIT 1";
+        "SELECT category_id || '/' || id FROM tasks WHERE id = ?1 AND deleted_ms IS NULL UNION ALL "
+        "SELECT t.category_id || '/' || t.id FROM checklist_items i "
+        "JOIN tasks t ON t.id = i.task_id WHERE i.id = ?1 AND t.deleted_ms IS NULL LIMIT 1";
     sqlite3_stmt *st = NULL;
     vigil_error e = {0};
     int found = 0;

@@ -138,6 +138,50 @@ static vigil_code op_create_category(struct vg_todo *t, const json_t *args, stru
     return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
 }
 
+/* A person deletes a task: it is kept, marked deleted, so it can come back (restore_task);
+ * until then no read shows it and no tool reaches it (its scope resolves to nothing). */
+static vigil_code op_delete_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                 vigil_error *err)
+{
+    char category[128];
+    const char *id = str_arg(args, "task_id");
+    vigil_code rc = need_task(t, args, "task_id", c, category, err);
+    if (rc || c->code[0])
+        return rc;
+    if ((rc = todo_exec(t, "UPDATE tasks SET deleted_ms = ? WHERE id = ?", err, "is",
+                        todo_now_ms(t), id)) ||
+        (rc = touch_task(t, id, c, err)))
+        return rc;
+    c->result = json_pack("{s:s, s:s, s:b}", "task_id", id, "category_id", category, "deleted", 1);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+/* A deleted task comes back as it was. */
+static vigil_code op_restore_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                  vigil_error *err)
+{
+    const char *id = str_arg(args, "task_id");
+    sqlite3_stmt *st = NULL;
+    if (!id)
+        return todo_refuse(c, "invalid_arguments", "\"task_id\" must name a task");
+    vigil_code rc =
+        todo_prepare(t, "SELECT category_id FROM tasks WHERE id = ? AND deleted_ms IS NOT NULL",
+                     &st, err, "s", id);
+    if (rc)
+        return rc;
+    char category[128] = "";
+    if (sqlite3_step(st) == SQLITE_ROW)
+        snprintf(category, sizeof category, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (!category[0])
+        return todo_refuse(c, "invalid_arguments", "no deleted task \"%s\"", id);
+    if ((rc = todo_exec(t, "UPDATE tasks SET deleted_ms = NULL WHERE id = ?", err, "s", id)) ||
+        (rc = touch_task(t, id, c, err)))
+        return rc;
+    c->result = json_pack("{s:s, s:s, s:b}", "task_id", id, "category_id", category, "deleted", 0);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
 /* Set one column of a task (column is a constant of the caller, never input). */
 static vigil_code set_task_column(struct vg_todo *t, const json_t *args, struct todo_change *c,
                                   const char *column, json_t *value, vigil_error *err)
@@ -545,6 +589,8 @@ const struct todo_op todo_ops[] = {
     {"rate_task", todo_op_rate_task, NULL, NULL, NULL},
     {"create_category", op_create_category, NULL, NULL, NULL},
     {"create_task", op_create_task, NULL, NULL, NULL},
+    {"delete_task", op_delete_task, NULL, NULL, NULL},
+    {"restore_task", op_restore_task, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

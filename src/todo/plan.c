@@ -144,7 +144,8 @@ vigil_code todo_op_get_ratings_summary(struct vg_todo *t, const json_t *args, st
                                          " (SELECT note FROM ratings WHERE task_id = t.id"
                                          "  ORDER BY created_ms DESC, rowid DESC LIMIT 1)"
                                          " FROM ratings r JOIN tasks t ON t.id = r.task_id"
-                                         " WHERE t.category_id = ? GROUP BY t.id"
+                                         " WHERE t.category_id = ? AND t.deleted_ms IS NULL"
+                                         " GROUP BY t.id"
                                          " ORDER BY SUM(r.score) * 1.0 / COUNT(*), t.id",
                                          &st, err, "s", cat ? cat : "")
                           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");

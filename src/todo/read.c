@@ -57,7 +57,8 @@ vigil_code todo_op_list_tasks_in_scope(struct vg_todo *t, const json_t *args, st
     status = status ? status : "open";
     rc = todo_prepare(t,
                       "SELECT " TASK_COLUMNS " FROM tasks WHERE category_id = ?"
-                      " AND (? = 'all' OR status = ?) ORDER BY created_ms, id",
+                      " AND deleted_ms IS NULL AND (? = 'all' OR status = ?)"
+                      " ORDER BY created_ms, id",
                       &st, err, "sss", cat ? cat : "", status, status);
     if (!rc)
         rc = task_rows(st, tasks, err);
@@ -113,7 +114,7 @@ static vigil_code rank(struct vg_todo *t, const char *cat, const char *ref, json
     size_t n = 0;
     vigil_code rc = todo_prepare(t,
                                  "SELECT id, title, status FROM tasks WHERE category_id = ?"
-                                 " ORDER BY created_ms, id",
+                                 " AND deleted_ms IS NULL ORDER BY created_ms, id",
                                  &st, err, "s", cat);
     if (rc)
         return rc;
@@ -191,7 +192,9 @@ static vigil_code read_task(struct vg_todo *t, const char *id, json_t **out, vig
     static const char *const time_cols[] = {"id", "started_at", "minutes", "note", NULL};
     static const char *const next_cols[] = {"task_id", "title", "status", NULL};
     sqlite3_stmt *st = NULL;
-    vigil_code rc = todo_prepare(t, "SELECT " TASK_COLUMNS ", category_id FROM tasks WHERE id = ?",
+    vigil_code rc = todo_prepare(t,
+                                 "SELECT " TASK_COLUMNS ", category_id FROM tasks WHERE id = ?"
+                                 " AND deleted_ms IS NULL",
                                  &st, err, "s", id);
     *out = NULL;
     if (rc)
@@ -215,7 +218,7 @@ static vigil_code read_task(struct vg_todo *t, const char *id, json_t **out, vig
     json_object_set_new(*out, "follow_ups",
                         rows_of(t,
                                 "SELECT id, title, status FROM tasks WHERE follow_up_of = ?"
-                                " ORDER BY created_ms",
+                                " AND deleted_ms IS NULL ORDER BY created_ms",
                                 id, next_cols, "sss", err));
     return VIGIL_OK;
 }

@@ -47,8 +47,10 @@ vigil_code vg_todo_apply(struct vg_todo *t, const char *op, const char *operatio
 vigil_code vg_todo_applied(struct vg_todo *t, const char *operation_id, int *found, json_t **reply,
                            vigil_error *err);
 
-/* The category of an entity (a task, or a checklist item's task) into out: 1, or 0 when the
- * entity is unknown. The scope resolver of the domain's tools. */
+/* The scope of an entity (a task, or a checklist item's task) into out, CATEGORY/TASK_ID: an
+ * agent allowed the category may touch every task of it, one allowed CATEGORY/TASK_ID that
+ * task alone (docs/tools.md). 1, or 0 when the entity is unknown. The scope resolver of the
+ * domain's tools. */
 int vg_todo_scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n);
 
 /* Register the domain's tools on rt (and its scope resolver, which takes the runtime's one

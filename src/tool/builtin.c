@@ -12,13 +12,17 @@
 
 static const char contracts[] =
     "["
-    "{\"name\":\"set_report\",\"version\":\"1.0.0\","
+    "{\"name\":\"set_report\",\"version\":\"1.1.0\","
     "\"description\":\"Replace the agent's report for a scope (current, daily, weekly or "
-    "monthly) with new markdown.\","
+    "monthly) with new markdown; optionally say how sure you are (confidence, 0 to 1) and what "
+    "it rests on (sources: ids, names or links).\","
     "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
     "\"required\":[\"scope\",\"markdown\"],\"properties\":{"
     "\"scope\":{\"type\":\"string\",\"enum\":[\"current\",\"daily\",\"weekly\",\"monthly\"]},"
-    "\"markdown\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100000}}},"
+    "\"markdown\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100000},"
+    "\"confidence\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1},"
+    "\"sources\":{\"type\":\"array\",\"maxItems\":32,\"items\":{\"type\":\"string\","
+    "\"minLength\":1,\"maxLength\":500}}}},"
     "\"output_schema\":{\"type\":\"object\",\"required\":[\"report_id\"],"
     "\"properties\":{\"report_id\":{\"type\":\"string\"}}},"
     "\"capabilities\":[],\"risk\":\"low\","
@@ -68,7 +72,13 @@ static vigil_code set_report(const struct vg_tool_request *q, struct vg_tool_res
                               (json_int_t)strlen(md));
         return r->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     }
-    vigil_code rc = vg_report_set(q->env, q->agent_id, scope, md, NULL, NULL, id, err);
+    json_t *confidence = json_object_get(q->args, "confidence");
+    struct vg_report_in in = {.scope = scope,
+                              .markdown = md,
+                              .has_confidence = json_is_number(confidence),
+                              .confidence = json_number_value(confidence),
+                              .sources = json_object_get(q->args, "sources")};
+    vigil_code rc = vg_report_write(q->env, q->agent_id, &in, id, err);
     if (rc)
         return rc;
     r->result = json_pack("{s:s}", "report_id", id);

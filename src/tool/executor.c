@@ -342,6 +342,23 @@ static int str_in(json_t *arr, const char *s)
     return 0;
 }
 
+/* Whether allowed (a list of scopes) covers scope: a scope is a path, and an allowed scope
+ * covers itself and every scope under it ("work" covers "work/task-1"; "work/task-1" covers
+ * neither "work" nor "work/task-2"), so a host can scope an agent to one entity of a group
+ * (docs/tools.md, "Which tools an agent may call"). */
+static int scope_covered(json_t *allowed, const char *scope)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (allowed, i, v) {
+        const char *a = json_string_value(v);
+        size_t n = a ? strlen(a) : 0;
+        if (a && !strncmp(a, scope, n) && (scope[n] == '\0' || scope[n] == '/'))
+            return 1;
+    }
+    return 0;
+}
+
 static int glob_in(json_t *patterns, const char *name)
 {
     size_t i;
@@ -1482,7 +1499,7 @@ static enum vg_tool_code check_scope(struct vg_tool_executor *x, struct call_st 
             } else {
                 snprintf(scope, sizeof scope, "%s", s);
             }
-            if (!str_in(st->scopes, scope)) {
+            if (!scope_covered(st->scopes, scope)) {
                 snprintf(msg, n,
                          "scope \"%s\" of argument \"%s\" is not among the agent's "
                          "allowed scopes",
@@ -1632,8 +1649,14 @@ static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_
     if (!rc && (scopes = json_object_get(g, "scopes")) && !json_is_null(scopes)) {
         if (!(kept = json_array()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
+        /* The narrower of each pair that nests: a grant never widens, and a grant of one
+         * entity of a group the agent may touch gives that entity alone. */
         json_array_foreach (json_object_get(config, "allowed_scopes"), i, s)
-            if (!rc && json_is_string(s) && str_in(scopes, json_string_value(s)))
+            if (!rc && json_is_string(s) && scope_covered(scopes, json_string_value(s)))
+                json_array_append(kept, s);
+        json_array_foreach (scopes, i, s)
+            if (!rc && json_is_string(s) && !scope_covered(kept, json_string_value(s)) &&
+                scope_covered(json_object_get(config, "allowed_scopes"), json_string_value(s)))
                 json_array_append(kept, s);
         if (!rc)
             json_object_set_new(config, "allowed_scopes", kept);

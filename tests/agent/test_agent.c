@@ -533,6 +533,102 @@ TEST(report_and_head_move_together)
     test_rt_close(&t);
 }
 
+/* The report of scope as vigil_report_get shows it (owned). */
+static json_t *report_read(struct test_rt *t, const char *id, const char *scope, int history)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_report_get(t->rt, id, scope, history, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT(v != NULL);
+    return v;
+}
+
+static int report_stale(struct test_rt *t, const char *id, const char *scope)
+{
+    json_t *v = report_read(t, id, scope, 0);
+    int stale = json_is_true(json_object_get(json_object_get(v, "report"), "stale"));
+    json_decref(v);
+    return stale;
+}
+
+/* A report says how sure its agent was and what it rests on; every write is a new report
+ * that becomes the scope's latest while the earlier ones stay as its history; a reader is told
+ * when it went stale, by the scope's default freshness or the agent's own, on the clock.
+ * proves: S0-134 S0-135 S3-034 */
+TEST(reports_carry_confidence_sources_history_and_freshness)
+{
+    struct test_rt t;
+    char id[37], strict[37], r1[37];
+    test_rt_open(&t, "agent_report_fresh");
+    create(&t, "r", id);
+    json_t *sources = json_pack("[s,s]", "task-42", "https://example.org/spec");
+    struct vg_report_in in = {.scope = "daily",
+                              .markdown = "# Monday",
+                              .has_confidence = 1,
+                              .confidence = 0.25,
+                              .sources = sources};
+    ASSERT_OK(vg_report_write(t.env, id, &in, r1, E));
+    in.markdown = "# Tuesday";
+    in.confidence = 0.75;
+    ASSERT_OK(vg_report_write(t.env, id, &in, NULL, E));
+    json_t *v = report_read(&t, id, "daily", 10), *r = json_object_get(v, "report");
+    ASSERT_STREQ(json_string_value(json_object_get(r, "markdown")), "# Tuesday");
+    ASSERT(json_real_value(json_object_get(r, "confidence")) == 0.75);
+    ASSERT(json_equal(json_object_get(r, "sources"), sources));
+    ASSERT(json_is_false(json_object_get(r, "stale")));
+    json_t *older = json_object_get(v, "history");
+    ASSERT_EQ(json_array_size(older), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(older, 0), "id")), r1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(older, 0), "markdown")),
+                 "# Monday");
+    json_decref(v);
+    /* A daily report is fresh for a day by default; a current one never turns stale by age. */
+    ASSERT_OK(vg_report_set(t.env, id, "current", "# now", NULL, NULL, NULL, E));
+    vg_test_clock_advance(&t.clock, 86400000LL - 1000);
+    ASSERT(!report_stale(&t, id, "daily"));
+    vg_test_clock_advance(&t.clock, 1000);
+    ASSERT(report_stale(&t, id, "daily"));
+    vg_test_clock_advance(&t.clock, 365 * 86400000LL);
+    ASSERT(!report_stale(&t, id, "current"));
+    v = report_read(&t, id, "current", 0);
+    ASSERT(json_is_null(json_object_get(json_object_get(v, "report"), "stale_at")));
+    json_decref(v);
+
+    /* An agent's own freshness: a current report stale after an hour, a daily one never. */
+    vigil_agent_spec spec = {
+        .name = "strict",
+        .config_json = "{\"reports\":{\"fresh_for\":{\"current\":\"1h\",\"daily\":\"never\"}}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, strict, E));
+    ASSERT_OK(vg_report_set(t.env, strict, "current", "# c", NULL, NULL, NULL, E));
+    ASSERT_OK(vg_report_set(t.env, strict, "daily", "# d", NULL, NULL, NULL, E));
+    vg_test_clock_advance(&t.clock, 3600000LL);
+    ASSERT(report_stale(&t, strict, "current"));
+    vg_test_clock_advance(&t.clock, 30 * 86400000LL);
+    ASSERT(!report_stale(&t, strict, "daily"));
+    /* agent show carries the same view of the current report */
+    char *shown = NULL;
+    ASSERT_OK(vigil_agent_show(t.rt, strict, &shown, E));
+    ASSERT_CONTAINS(shown, "\"stale\":true");
+    vigil_free(shown);
+
+    /* Out of bounds: refused, and nothing written. */
+    in.confidence = 1.5;
+    ASSERT_CODE(VIGIL_EINVAL, vg_report_write(t.env, id, &in, NULL, NULL));
+    in.confidence = 0.5;
+    json_array_append_new(sources, json_integer(3));
+    ASSERT_CODE(VIGIL_EINVAL, vg_report_write(t.env, id, &in, NULL, NULL));
+    v = report_read(&t, id, "daily", 10);
+    ASSERT_EQ(json_array_size(json_object_get(v, "history")), 1);
+    json_decref(v);
+    char *text = NULL;
+    ASSERT_CODE(VIGIL_EINVAL, vigil_report_get(t.rt, id, "yearly", 0, &text, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_report_get(t.rt, id, "weekly", 0, &text, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_report_get(t.rt, "nobody", NULL, 0, &text, NULL));
+    json_decref(sources);
+    test_rt_close(&t);
+}
+
 static int count_owned(struct vg_env *env, const char *owner)
 {
     static const char *const kinds[] = {"agent",        "agent_state", "agent_runtime",
@@ -548,6 +644,7 @@ static int count_owned(struct vg_env *env, const char *owner)
     return (int)total;
 }
 
+/* proves: S3-058 */
 TEST(hard_delete_only_of_destroyed_removes_everything)
 {
     struct test_rt t;
@@ -948,6 +1045,7 @@ int main(void)
     RUN(state_merge_at_any_revision_moves_the_revision_on);
     RUN(messages_link_in_threads_and_spill_payloads);
     RUN(report_and_head_move_together);
+    RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);
     RUN(pointer_counters_live_in_the_body);
     RUN(appends_in_one_transaction_chain_right);

@@ -24,6 +24,12 @@ has "$OUT" "support                     1/1        2/2        1/1        3/3"
 has "$OUT" "PASS  a change to its task wakes the agent, which reports"
 has "$OUT" "watcher                     1/1        2/2        0/0        1/1"
 has "$OUT" "personal                    1/1        4/4        1/1        1/1"
+# The long horizon, on the scenario's own clock: a week of evening timers in no real time,
+# each firing once; a report that stops being written is seen stale.
+# proves: S0-121 (long-horizon drift scenarios: a week of daily wakes and reports)
+has "$OUT" "PASS  a daily reporter over a week keeps its report fresh, one run an evening"
+has "$OUT" "PASS  a daily reporter that stops reporting is seen as stale"
+has "$OUT" "reporter                    2/2        4/4        1/1        7/7"
 [ -z "$(ls -d "$T"/vigil-eval.* 2>/dev/null)" ] && ok || bad "a scenario's folder was left behind"
 
 
@@ -93,6 +99,21 @@ has "$ERR" "unknown expectation \"efects\""
 printf 'name: typo\nturn: [hello]\nexpect: {effects: {x: 0}}\n' >"$T/typo.yaml"
 expect 2 eval "$T/typo.yaml"
 has "$ERR" "unknown key \"turn\""
+sed 's/repeat: 7/repeat: lots/' "$root/evals/golden-daily-report-over-a-week.yaml" >"$T/typo.yaml"
+expect 2 eval "$T/typo.yaml"
+has "$ERR" "repeat is a number from 1 to 1000"
+sed 's/^start: .*/start: monday/' "$root/evals/golden-daily-report-over-a-week.yaml" >"$T/typo.yaml"
+expect 2 eval "$T/typo.yaml"
+has "$ERR" "start is an RFC 3339 time"
+sed 's/stale: false/stale: maybe/' "$root/evals/golden-daily-report-over-a-week.yaml" >"$T/typo.yaml"
+expect 2 eval "$T/typo.yaml"
+has "$ERR" "expect.reports must be a mapping of scopes"
+# The same week expecting the report stale and an eighth run: both caught, exit 1.
+sed 's/completed: 7/completed: 8/; s/stale: false/stale: true/' \
+  "$root/evals/golden-daily-report-over-a-week.yaml" >"$T/wrong.yaml"
+expect 1 eval "$T/wrong.yaml"
+has "$OUT" "runs completed: expected 8, found 7"
+has "$OUT" "reports daily: expected the latest stale, it is fresh"
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150

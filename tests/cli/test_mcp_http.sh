@@ -157,6 +157,7 @@ export VIGIL_CONFIG="$T/config.yaml" VIGIL_TEST_MCP_TOKEN="$TOKEN"
 expect 0 mcp tools me --json
 has "$OUT" "talk_to_helper_bot"
 has "$OUT" "report_of_helper_bot"
+# proves: S2-017 (only an external agent is a tool of the MCP server mode; "secret" is project)
 case $OUT in *talk_to_secret*) echo "FAIL: an internal agent is a tool"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 expect 0 mcp call me talk_to_helper_bot '{"message":"client over http"}' --json
 has "$OUT" "you said: client over http"

@@ -79,4 +79,35 @@ expect 0 todo conclude "$task"
 R=$OUT
 is '(.moved_item_ids | length) == 2'
 is '.follow_up_task_id != null'
+# A watched task deleted: its agent turns dormant, with the reason, before the change (so its
+# wake is skipped, not run on a task that is gone); the task is kept but out of every read and
+# tool; restored, the task is as it was and the agent active again, woken to look at it.
+# proves: S3-077
+expect 0 todo delete "$task2"
+has "$ERR" "is dormant: its task $task2 was deleted"
+expect 0 agent show "$agent2" --json
+R=$OUT
+is '.agent.lifecycle == "dormant" and (.agent.lifecycle_reason | contains("was deleted"))'
+is '.report.markdown | contains("estimate to 90 minutes")'
+expect 3 todo show "$task2"
+expect 0 todo list work --json
+R=$OUT
+is '[.tasks[].task_id] | index("'"$task2"'") == null'
+expect 10 tool call "$agent2" get_task '{"task_id":"'"$task2"'"}'
+has "$OUT" '"error_code": "out_of_scope"'
+expect 0 wakes --agent "$agent2" --json
+R=$OUT
+is '.[0].status == "skipped"'
+expect 2 todo delete "$task2"
+has "$ERR" "no task"
+expect 0 todo restore "$task2"
+has "$ERR" "is active: its task $task2 is back"
+expect 0 todo show "$task2"
+R=$OUT
+is '.estimate_minutes == 90 and (.checklist | length) == 2'
+expect 0 agent show "$agent2" --json
+R=$OUT
+is '.agent.lifecycle == "active"'
+expect 2 todo restore "$task2"
+has "$ERR" "no deleted task"
 finish

@@ -1519,6 +1519,51 @@ static void real_answer(json_t *doc, const char *method, const char *templ, cons
     live_resp_free(&r);
 }
 
+/* A report written through the gate with its confidence and sources is read back over HTTP,
+ * its earlier one as history, each checked against the document's schema; bad queries are 400,
+ * a scope without a report 404. proves: S0-134 */
+TEST(reports_over_http)
+{
+    char path[256], id[64];
+    json_t *made = call(200, "POST", "/v1/agents",
+                        "{\"name\":\"reporter\",\"tools\":"
+                        "[\"set_report\"],\"reports\":{\"fresh_for\":"
+                        "{\"current\":\"never\",\"daily\":\"2d\"}}}");
+    snprintf(id, sizeof id, "%s",
+             json_string_value(json_object_get(json_array_get(made, 0), "id")));
+    json_decref(made);
+    snprintf(path, sizeof path, "/v1/agents/%s/tools/set_report/call", id);
+    json_decref(call(200, "POST", path,
+                     "{\"arguments\":{\"scope\":\"daily\",\"markdown\":\"# first day\"}}"));
+    json_decref(call(200, "POST", path,
+                     "{\"arguments\":{\"scope\":\"daily\",\"markdown\":\"# second day\","
+                     "\"confidence\":0.5,\"sources\":[\"task-7\",\"https://example.org/a\"]}}"));
+    snprintf(path, sizeof path, "/v1/agents/%s/report?scope=daily&history=5", id);
+    json_t *v = call(200, "GET", path, NULL), *r = json_object_get(v, "report");
+    ASSERT_STREQ(json_string_value(json_object_get(r, "markdown")), "# second day");
+    ASSERT(json_real_value(json_object_get(r, "confidence")) == 0.5);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(r, "sources"), 1)),
+                 "https://example.org/a");
+    ASSERT(json_is_false(json_object_get(r, "stale")));
+    ASSERT(json_is_string(json_object_get(r, "stale_at"))); /* daily: 2d, from the manifest */
+    json_t *older = json_object_get(v, "history");
+    ASSERT_EQ(json_array_size(older), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(older, 0), "markdown")),
+                 "# first day");
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/agents/%s/report", id); /* current: none written */
+    call_code(404, "ENOTFOUND", "GET", path, NULL);
+    snprintf(path, sizeof path, "/v1/agents/%s/report?scope=yearly", id);
+    call_code(400, "EINVAL", "GET", path, NULL);
+    snprintf(path, sizeof path, "/v1/agents/%s/report?scope=daily&history=many", id);
+    call_code(400, "EINVAL", "GET", path, NULL);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/nobody/report", NULL);
+    json_t *doc = call(200, "GET", "/openapi.json", NULL);
+    snprintf(path, sizeof path, "/v1/agents/%s/report?scope=daily&history=1", id);
+    real_answer(doc, "GET", "/v1/agents/{agent}/report", path, NULL, 200);
+    json_decref(doc);
+}
+
 /* An event stream's events (event: NAME, data: JSON) checked against the document's schema of
  * each name's data (x-vigil-event-data); returns how many were checked. */
 static int events_hold(json_t *doc, const char *text)
@@ -1688,6 +1733,7 @@ int main(void)
     RUN(status_over_http);
     RUN(openapi_matches_the_server);
     RUN(openapi_types_what_the_server_takes_and_answers);
+    RUN(reports_over_http);
     RUN(a_fixed_body_refuses_an_unknown_member_naming_it);
     RUN(run_controls);
     RUN(delegation_and_tasks_on_events_and_metrics);

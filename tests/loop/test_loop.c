@@ -241,7 +241,7 @@ TEST(tool_round_trip_with_parallel_calls)
 }
 
 /* The model keeps asking for tools: at max_tool_rounds it is told to summarize, sees no tools,
- * and its summary ends the run as soft-stopped. */
+ * and its summary ends the run as soft-stopped. proves: S4-058 */
 TEST(max_tool_rounds_soft_stop)
 {
     struct test_rt t;
@@ -283,7 +283,7 @@ TEST(max_tool_rounds_soft_stop)
     test_rt_close(&t);
 }
 
-/* A model that ignores the soft stop is refused tools and then stopped hard. */
+/* A model that ignores the soft stop is refused tools and then stopped hard. proves: S2-010 */
 TEST(max_steps_soft_then_hard_stop)
 {
     struct test_rt t;
@@ -317,7 +317,7 @@ TEST(max_steps_soft_then_hard_stop)
 }
 
 /* Identical consecutive calls: the 3rd and 4th get an error result without running, the 5th
- * ends the run. */
+ * ends the run. proves: S2-012 */
 TEST(doom_loop_warns_then_stops)
 {
     struct test_rt t;

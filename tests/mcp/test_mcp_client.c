@@ -75,6 +75,7 @@ TEST(starts_on_first_use_and_lists_every_page)
     vg_mcp_conf_free(conf);
 }
 
+/* proves: S2-027 */
 TEST(a_crash_mid_call_fails_the_call_and_restarts_after_backoff)
 {
     struct vg_mcp_conf *conf = fault_conf(NULL);
@@ -164,6 +165,7 @@ TEST(a_server_that_exits_between_calls_starts_again_at_once)
     vg_mcp_conf_free(conf);
 }
 
+/* proves: S2-027 */
 TEST(repeated_timeouts_open_the_breaker)
 {
     struct vg_mcp_conf *conf = fault_conf(NULL);

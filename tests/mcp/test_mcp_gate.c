@@ -161,7 +161,8 @@ static char *tools_of(struct test_rt *t, const char *agent)
 /* An agent whose manifest names an MCP server gets that server's tools as server__tool, with
  * nothing started until they are needed: building the runtime's tools and listing another
  * agent's tools start no server; listing this agent's tools starts its server once; a tool the
- * server announces later (tools/list_changed) can be called and is offered from then on. */
+ * server announces later (tools/list_changed) can be called and is offered from then on.
+ * proves: S2-022 S2-023 */
 TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
 {
     struct test_rt t;

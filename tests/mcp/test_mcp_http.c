@@ -85,6 +85,7 @@ static void stop_server(void)
     server_pid = 0;
 }
 
+/* proves: S2-024 */
 TEST(everything_over_streamable_http)
 {
     char text[512];

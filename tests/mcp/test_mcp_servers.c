@@ -17,6 +17,7 @@
 static char everything[1024], filesystem[1024];
 static char root[1024];
 
+/* proves: S2-024 */
 TEST(everything_over_stdio)
 {
     char text[2048];

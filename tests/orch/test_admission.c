@@ -124,7 +124,8 @@ static int listed_to_people(struct test_rt *t, const char *name, int all)
     return found;
 }
 
-/* Visibility hides internal agents from people's listings only; the old spellings map. */
+/* Visibility hides internal agents from people's listings only; the old spellings map.
+ * proves: S2-015 S2-017 */
 TEST(visibility_restricts_listings_to_people_not_agents)
 {
     struct test_rt t;

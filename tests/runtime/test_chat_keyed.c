@@ -66,6 +66,7 @@ static int64_t user_messages(vigil_runtime *rt, const char *agent)
     return n;
 }
 
+/* proves: S0-159 */
 TEST(a_completed_turn_sent_again_answers_its_outcome_without_running)
 {
     vigil_runtime *rt = open_app("chat_keyed_done", "[{\"response\":{\"text\":\"42\"}}]");

@@ -123,7 +123,7 @@ TEST(files_in_the_working_directory)
 }
 
 /* Each probe must be denied; the program reports how.
- * proves: S4-023, S4-024, S4-048, S4-049 */
+ * proves: S4-023, S4-024, S4-048, S4-049, S4-056 */
 TEST(escape_probes_denied)
 {
     char code[8192];

@@ -140,6 +140,7 @@ TEST(refusals_are_journaled)
     sbx_assert_no_children();
 }
 
+/* proves: S4-053 */
 TEST(errors_are_structured)
 {
     char a[37];

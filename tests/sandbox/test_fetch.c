@@ -70,6 +70,7 @@ TEST(internal_addresses_refused_in_every_spelling)
     json_decref(pol);
 }
 
+/* proves: S4-027 */
 TEST(allowlist_and_redirects)
 {
     char loc1[256], loc2[256];
@@ -129,6 +130,7 @@ static void fetch_request(struct vg_code_request *q, const char *code, const cha
     vg_code_limits_default(&q->lim);
 }
 
+/* proves: S4-020 */
 TEST(program_fetches_through_the_host)
 {
     struct vg_ts_response rs[] = {{.status = 200, .body = "{\"n\": 5}"}};

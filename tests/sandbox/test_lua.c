@@ -55,7 +55,7 @@ TEST(refuses_without_a_required_layer)
     sbx_expect_cgroup_refused(wd);
 }
 
-/* Code over the size limit is refused before anything starts. */
+/* Code over the size limit is refused before anything starts. proves: S4-026 */
 TEST(code_too_large_refused_first)
 {
     struct vg_code_request q = {.code = "return 1 --------",
@@ -175,7 +175,7 @@ static long proc_status(pid_t pid, const char *key)
 /* A spare is ready before its request: said by the zygote only once it has made itself ready,
  * it already runs under seccomp (its first stage), with no_new_privs and no capability; the
  * execution it then serves is a fresh process whose result comes back with every layer, and
- * once reaped nothing of it is left. */
+ * once reaped nothing of it is left. proves: S4-055 */
 TEST(spare_is_ready_before_its_request)
 {
     ASSERT_STREQ(sbx_expect_ok(wd, "return 1"), "1"); /* a zygote runs */

@@ -9,6 +9,7 @@
 #include "todo/todo.h"
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #define CFG_WORK "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}"
 
@@ -156,7 +157,7 @@ TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
 }
 
 /* The gate asks the domain the category of a target; the domain checks the items named under
- * it. */
+ * it. proves: S0-058 S0-059 */
 TEST(an_agent_granted_one_category_cannot_touch_another)
 {
     struct test_rt t;
@@ -201,6 +202,132 @@ TEST(an_agent_granted_one_category_cannot_touch_another)
               VG_TOOL_OK);
     ASSERT_EQ(json_array_size(json_object_get(o.result, "tasks")), 1);
     vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* A task agent is allowed its task's own scope (CATEGORY/TASK, what `vigil todo agent` gives):
+ * it reads and edits that task and its checklist, and cannot read, list or change another
+ * task of the same category, nor move its items there. An agent allowed the category still
+ * reaches every task of it. proves: S3-001 S3-008 */
+TEST(a_task_agent_reaches_its_task_and_nothing_else_of_its_category)
+{
+    struct test_rt t;
+    char work[64], home[64], other[64], agent[37], cfg[300], args[400], scope[256];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_task_scope");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    json_t *r = apply(todo, "create_task", NULL, "{\"category_id\":\"work\",\"title\":\"Budget\"}");
+    result_str(r, "task_id", other);
+    json_decref(r);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    ASSERT(vg_todo_scope_of(todo, work, scope, sizeof scope));
+    ASSERT(!strncmp(scope, "work/", 5) && !strcmp(scope + 5, work));
+    snprintf(cfg, sizeof cfg, "{\"tools\":[\"*\"],\"allowed_scopes\":[\"%s\"]}", scope);
+    make_agent(&t, cfg, agent);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", work);
+    ASSERT_EQ(gate(&t, agent, "w-1", "get_task", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"outline\"]}", work);
+    ASSERT_EQ(gate(&t, agent, "w-1", "add_multiple_checklist_items", args, &o), VG_TOOL_OK);
+    char item[64];
+    snprintf(item, sizeof item, "%s",
+             json_string_value(json_array_get(json_object_get(o.result, "item_ids"), 0)));
+    vg_tool_outcome_release(&o);
+    /* Another task of the same category: neither read nor changed, nor listed. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", other);
+    ASSERT_EQ(gate(&t, agent, "w-1", "get_task", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"taken over\"}", other);
+    ASSERT_EQ(gate(&t, agent, "w-1", "set_task_title", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "w-1", "list_tasks_in_scope", "{\"category_id\":\"work\"}", &o),
+              VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args,
+             "{\"from_task_id\":\"%s\",\"to_task_id\":\"%s\",\"item_ids\":[\"%s\"]}", work, other,
+             item);
+    ASSERT_EQ(gate(&t, agent, "w-1", "move_checklist_items", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    json_t *b = task(todo, other);
+    ASSERT_STREQ(field(b, "title"), "Budget");
+    ASSERT_EQ(json_array_size(json_object_get(b, "checklist")), 0);
+    json_decref(b);
+    /* The category's agent reaches both. */
+    char planner[37];
+    make_agent(&t, CFG_WORK, planner);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Budget 2027\"}", other);
+    ASSERT_EQ(gate(&t, planner, "p-1", "set_task_title", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* A deleted task is kept but out of every read and of the scope resolver, so no tool reaches
+ * it; restored, it is back as it was. A task database of schema 1 gains the column on open. */
+TEST(a_deleted_task_leaves_every_read_and_comes_back_as_it_was)
+{
+    struct test_rt t;
+    char work[64], home[64], args[200], scope[256];
+    test_rt_open(&t, "todo_delete");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"a\"]}", work);
+    json_decref(apply(todo, "add_multiple_checklist_items", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", work);
+    json_decref(apply(todo, "delete_task", NULL, args));
+    ASSERT(!vg_todo_scope_of(todo, work, scope, sizeof scope));
+    json_t *r = apply(todo, "get_task", NULL, args);
+    ASSERT(json_object_get(r, "error"));
+    json_decref(r);
+    r = apply(todo, "list_tasks_in_scope", NULL, "{\"category_id\":\"work\",\"status\":\"all\"}");
+    ASSERT_EQ(json_array_size(json_object_get(json_object_get(r, "result"), "tasks")), 0);
+    json_decref(r);
+    r = apply(todo, "resolve_task_reference", NULL,
+              "{\"category_id\":\"work\",\"reference\":\"report\"}");
+    ASSERT(json_is_null(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    r = apply(todo, "set_task_title", NULL, args);
+    ASSERT(json_object_get(r, "error")); /* a deleted task takes no change */
+    json_decref(r);
+    json_decref(apply(todo, "restore_task", NULL, args));
+    ASSERT(vg_todo_scope_of(todo, work, scope, sizeof scope));
+    json_t *w = task(todo, work);
+    ASSERT_STREQ(field(w, "title"), "Write the report");
+    ASSERT_EQ(json_array_size(json_object_get(w, "checklist")), 1);
+    json_decref(w);
+    r = apply(todo, "restore_task", NULL, args);
+    ASSERT(json_object_get(r, "error")); /* not deleted */
+    json_decref(r);
+    vg_todo_close(todo);
+
+    /* A database of schema 1 (no deleted_ms) opens at 2, its tasks live. */
+    char path[4300];
+    snprintf(path, sizeof path, "%s.v1.db", t.path);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE todo_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                           "INSERT INTO todo_meta VALUES('schema_version', '1');"
+                           "CREATE TABLE categories(id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+                           " created_ms INTEGER NOT NULL);"
+                           "INSERT INTO categories VALUES('old', 'old', 1);"
+                           "CREATE TABLE tasks(id TEXT PRIMARY KEY, category_id TEXT NOT NULL,"
+                           " title TEXT NOT NULL, estimate_minutes INTEGER, due_date TEXT,"
+                           " priority TEXT NOT NULL DEFAULT 'normal', status TEXT NOT NULL"
+                           " DEFAULT 'open', follow_up_of TEXT, created_ms INTEGER NOT NULL,"
+                           " updated_ms INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 1);"
+                           "INSERT INTO tasks(id, category_id, title, created_ms, updated_ms)"
+                           " VALUES('task-old', 'old', 'Kept', 1, 1);",
+                           NULL, NULL, NULL),
+              SQLITE_OK);
+    sqlite3_close(db);
+    ASSERT_OK(vg_todo_open(path, 0, &t.clock.base, NULL, &todo, E));
+    ASSERT(vg_todo_scope_of(todo, "task-old", scope, sizeof scope));
+    ASSERT_STREQ(scope, "old/task-old");
+    json_decref(apply(todo, "delete_task", NULL, "{\"task_id\":\"task-old\"}"));
+    ASSERT(!vg_todo_scope_of(todo, "task-old", scope, sizeof scope));
     vg_todo_close(todo);
     test_rt_close(&t);
 }
@@ -278,7 +405,7 @@ TEST(a_call_cut_short_after_its_effect_applies_once_after_the_restart)
 }
 
 /* A planner concludes a task; its open checklist items go to a follow-up task in the same
- * category, its done ones stay. proves: S0-168 */
+ * category, its done ones stay. proves: S0-168 S0-069 */
 TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
 {
     struct test_rt t;
@@ -326,7 +453,7 @@ TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
 }
 
 /* An agent resolves a task reference and logs a retrospective work session. A reference two
- * tasks match equally is reported ambiguous, naming no task. proves: S0-167 */
+ * tasks match equally is reported ambiguous, naming no task. proves: S0-167 S0-078 */
 TEST(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged)
 {
     struct test_rt t;
@@ -467,6 +594,8 @@ int main(void)
     RUN(a_change_is_kept_in_the_task_database_and_names_its_tokens);
     RUN(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens);
     RUN(an_agent_granted_one_category_cannot_touch_another);
+    RUN(a_task_agent_reaches_its_task_and_nothing_else_of_its_category);
+    RUN(a_deleted_task_leaves_every_read_and_comes_back_as_it_was);
     RUN(an_operation_id_applies_once);
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);

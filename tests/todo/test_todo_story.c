@@ -27,18 +27,19 @@ static json_t *apply(struct vg_todo *todo, const char *op, const char *args)
     return reply;
 }
 
-/* The model's turns: read the task, set its estimate, write the report, end. */
+/* The model's turns: read the task, set its estimate, write the report, end; at the next wake,
+ * a word. */
 static void write_cassette(const char *path, const char *task)
 {
     json_t *c = json_pack(
         "{s:i, s:[{s:{s:[{s:s, s:s, s:{s:s}}]}}, {s:{s:[{s:s, s:s, s:{s:s, s:i}}]}},"
-        " {s:{s:[{s:s, s:s, s:{s:s, s:s}}]}}, {s:{s:s}}]}",
+        " {s:{s:[{s:s, s:s, s:{s:s, s:s}}]}}, {s:{s:s}}, {s:{s:s}}]}",
         "vigil_cassette", 1, "exchanges", "response", "tool_calls", "id", "c1", "name", "get_task",
         "arguments", "task_id", task, "response", "tool_calls", "id", "c2", "name",
         "update_task_estimate", "arguments", "task_id", task, "estimate_minutes", 120, "response",
         "tool_calls", "id", "c3", "name", "set_report", "arguments", "scope", "current", "markdown",
         "## Write the report\n2 checklist items open; estimate set to 2 h.", "response", "text",
-        "done");
+        "done", "response", "text", "an item is done");
     ASSERT(c);
     char *text = json_dumps(c, JSON_COMPACT);
     json_decref(c);
@@ -56,7 +57,8 @@ static json_t *shown(vigil_runtime *rt, const char *agent)
     return v;
 }
 
-/* proves: S3-072 */
+/* proves: S3-072 S3-042 (an item's change raises its task's id: a new item is watched with no
+ * rebuild) */
 TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
 {
     const char *dir = vg_test_tmpdir("todo_story");
@@ -86,10 +88,11 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
     ASSERT_OK(vg_todo_register_tools(rt, todo, E));
 
-    /* Create the task agent: its task's category, subscribed to its task. */
-    vigil_agent_spec spec = {.name = "report-task",
-                             .config_json =
-                                 "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work\"]}"};
+    /* Create the task agent as `vigil todo agent` does: its task alone, subscribed to it. */
+    char config[600];
+    snprintf(config, sizeof config,
+             "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work/%s\"]}", task);
+    vigil_agent_spec spec = {.name = "report-task", .config_json = config};
     ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
     snprintf(sub_spec, sizeof sub_spec, "{\"tokens\":[\"%s\"]}", task);
     ASSERT_OK(vigil_subscription_add(rt, agent, sub_spec, &sub, E));
@@ -100,6 +103,10 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"outline\",\"draft\"]}", task);
     r = apply(todo, "add_multiple_checklist_items", args);
     ASSERT_OK(vg_todo_notify(rt, r, E));
+    char item[64];
+    snprintf(item, sizeof item, "%s",
+             json_string_value(
+                 json_array_get(json_object_get(json_object_get(r, "result"), "item_ids"), 0)));
     json_decref(r);
 
     /* The agent wakes, calls the tools, sets its report. */
@@ -121,6 +128,16 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     /* The agent's own change to its task does not wake it again. */
     ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
     ASSERT_EQ(ran, 0);
+
+    /* An item added after the agent was made is watched as well: a person ticking it wakes
+     * the agent (its change raises the task's id, which the subscription names). */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[{\"id\":\"%s\",\"done\":true}]}",
+             task, item);
+    r = apply(todo, "update_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
     vigil_runtime_close(rt);
     vg_todo_close(todo);
 }

@@ -497,6 +497,61 @@ TEST(a_grant_narrows_its_own_run_and_no_other)
     test_rt_close(&t);
 }
 
+/* A scope is a path: an allowed scope covers itself and what is under it, never its parent, a
+ * sibling or a name it merely begins; a grant keeps the narrower of each pair that nests and
+ * widens nothing. */
+TEST(scopes_nest_and_a_grant_keeps_the_narrower)
+{
+    struct test_rt t;
+    char group[37], one[37];
+    struct vg_tool_outcome o;
+    open_rt(&t, "tool_scope_paths");
+    const char *cfg = "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\",\"taskRead\"],"
+                      "\"allowed_scopes\":[\"%s\"]}";
+    char text[256];
+    snprintf(text, sizeof text, cfg, "cat-a");
+    make_agent(&t, text, group);
+    snprintf(text, sizeof text, cfg, "cat-a/t1");
+    make_agent(&t, text, one);
+    static const struct {
+        const char *agent_is, *category;
+        int allowed;
+    } cases[] = {
+        {"group", "cat-a", 1},    {"group", "cat-a/t1", 1}, {"group", "cat-a/t1/i", 1},
+        {"group", "cat-ab", 0},   {"group", "cat-b", 0},    {"one", "cat-a/t1", 1},
+        {"one", "cat-a/t1/i", 1}, {"one", "cat-a", 0},      {"one", "cat-a/t2", 0},
+        {"one", "cat-a/t10", 0},
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        char args[128], key[16];
+        snprintf(args, sizeof args, "{\"category\":\"%s\",\"title\":\"n%zu\"}", cases[i].category,
+                 i);
+        snprintf(key, sizeof key, "s%zu", i);
+        const char *a = strcmp(cases[i].agent_is, "one") ? group : one;
+        if (cases[i].allowed) {
+            call_tool(&t, a, key, "host_write", args, &o);
+            if (o.code != VG_TOOL_OK)
+                TEST_FAIL_("%s on %s: %s", cases[i].agent_is, cases[i].category, o.error_message);
+            vg_tool_outcome_release(&o);
+        } else {
+            expect_refusal(&t, a, key, "host_write", args, VG_TOOL_OUT_OF_SCOPE);
+        }
+    }
+    /* The group's agent granted one task of its group and another group: the task alone. */
+    json_t *scopes = json_pack("[s,s]", "cat-a/t1", "cat-b");
+    ASSERT_OK(vg_tool_grant_put(t.env, "granted", group, NULL, scopes, E));
+    json_decref(scopes);
+    call_tool(&t, group, "granted", "host_write", "{\"category\":\"cat-a/t1\",\"title\":\"g\"}",
+              &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    expect_refusal(&t, group, "granted", "host_write", "{\"category\":\"cat-a\",\"title\":\"g\"}",
+                   VG_TOOL_OUT_OF_SCOPE);
+    expect_refusal(&t, group, "granted", "host_write", "{\"category\":\"cat-b\",\"title\":\"g\"}",
+                   VG_TOOL_OUT_OF_SCOPE);
+    test_rt_close(&t);
+}
+
 /* proves: S0-076 S0-128 S0-133 */
 TEST(approvals_are_durable_idempotent_and_expire)
 {
@@ -1112,6 +1167,7 @@ int main(void)
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(budget_usage_is_written_canonical_and_a_record_with_more_fields_keeps_them);
     RUN(a_grant_narrows_its_own_run_and_no_other);
+    RUN(scopes_nest_and_a_grant_keeps_the_narrower);
     RUN(approvals_are_durable_idempotent_and_expire);
     RUN(an_approval_is_not_lost_when_its_run_is_cut_short);
     RUN(a_superseded_caller_cannot_start_an_operation);

@@ -203,10 +203,69 @@ TEST(every_allocation_failure_ends_cleanly)
     test_rt_close(&t);
 }
 
+/* A simulated clock: the time is what the test says, and a sleep moves it on. */
+struct sim_clock {
+    int64_t now_ms;
+};
+
+static int64_t sim_now(void *user)
+{
+    return ((struct sim_clock *)user)->now_ms;
+}
+
+static void sim_sleep(void *user, int64_t ms)
+{
+    ((struct sim_clock *)user)->now_ms += ms;
+}
+
+/* A runtime opened on the program's clock reads the time from it alone: a daily timer fires
+ * when the simulated day reaches its hour, its run's times are the simulated ones, and three
+ * days skipped give one catch-up wake, all in no real time. */
+TEST(a_program_clock_drives_timers_and_record_times)
+{
+    struct sim_clock sim;
+    ASSERT_EQ(vg_time_parse_ms("2026-12-01T08:00:00Z", &sim.now_ms), 0);
+    vigil_clock clock = {.now_ms = sim_now, .sleep_ms = sim_sleep, .user = &sim};
+    char path[4200], a[37], tid[37];
+    snprintf(path, sizeof path, "%s/sim.db", vg_test_tmpdir("wake_api_clock"));
+    vigil_runtime_options o;
+    vigil_runtime_options_default(&o);
+    o.store_uri = path;
+    o.create_if_missing = 1;
+    o.clock = &clock;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    vigil_agent_spec spec = {.name = "daily", .mode = "autonomous"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, a, E));
+    ASSERT_OK(vigil_agent_resume(rt, a, NULL, E));
+    ASSERT_OK(vigil_timer_add(rt, a, "cron", "0 18 * * *", "UTC", tid, E));
+    int ran = -1;
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    sim.now_ms += 10 * 3600000LL; /* 18:00 */
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    char *text = NULL;
+    ASSERT_OK(vigil_wake_runs(rt, a, "completed", 0, &text, E));
+    ASSERT_CONTAINS(text, "\"created_at\":\"2026-12-01T18:00:00.000Z\"");
+    vigil_free(text);
+    sim.now_ms += 3 * 86400000LL;
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1); /* the days missed: one catch-up wake, not three */
+    ASSERT_OK(vigil_timer_list(rt, a, &text, E));
+    ASSERT_CONTAINS(text, "\"next_run_at\":\"2026-12-05T18:00:00.000Z\"");
+    vigil_free(text);
+    vigil_runtime_close(rt);
+    vigil_clock broken = {.user = &sim};
+    o.clock = &broken;
+    ASSERT_CODE(VIGIL_EINVAL, vigil_runtime_open(&o, &rt, NULL));
+}
+
 int main(void)
 {
     test_wake_runners_provide();
     RUN(public_api_wakes_agents_in_process);
     RUN(every_allocation_failure_ends_cleanly);
+    RUN(a_program_clock_drives_timers_and_record_times);
     return 0;
 }

@@ -123,7 +123,7 @@ TEST(debounce_merges_rapid_tokens_into_one_batch_and_one_run)
     test_rt_close(&t);
 }
 
-/* proves: S0-014 S0-160 */
+/* proves: S0-014 S0-160 S3-074 S0-159 */
 TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
 {
     struct test_rt t;
@@ -163,7 +163,7 @@ TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
     test_rt_close(&t);
 }
 
-/* proves: S0-103 S0-085 S0-102 S3-029 */
+/* proves: S0-103 S0-085 S0-102 S3-029 S0-095 S3-030 S3-074 S0-159 */
 TEST(run_keys_and_thread_ids_are_deterministic)
 {
     struct test_rt t;
@@ -239,7 +239,7 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     test_rt_close(&t);
 }
 
-/* proves: S0-019 S3-028 */
+/* proves: S0-019 S3-028 S3-074 */
 TEST(two_wakes_for_a_busy_agent_merge)
 {
     struct test_rt t;
@@ -482,7 +482,7 @@ TEST(a_recovered_user_turn_is_never_merged)
     test_rt_close(&t);
 }
 
-/* proves: S3-081 S3-021 */
+/* proves: S3-081 S3-021 S0-151 (a failed wake stays inspectable and is replayed by a re-run) */
 TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
 {
     struct test_rt t;
@@ -500,6 +500,8 @@ TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
     ASSERT_OK(vg_wake_runner_new("test:fail=1", NULL, &fail, E));
     struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
     ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    char first[65];
+    memcpy(first, k, sizeof first);
     int ran;
     int64_t delays[] = {1000, 2000};
     for (int i = 0; i < 2; i++) {
@@ -550,6 +552,22 @@ TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
     ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
     ASSERT_EQ(json_integer_value(json_object_get(rt, "failure_streak")), 0);
     json_decref(rt);
+    /* The failed wakes stay in the log as failed, with their error, for an operator to look at
+     * (vigil wakes --status failed); the first of them, run again once its cause is mended,
+     * completes as a new run that names it. */
+    run = run_get(&t, first);
+    ASSERT_STREQ(js(run, "status"), "failed");
+    ASSERT_CONTAINS(js(run, "error"), "test runner failure");
+    json_decref(run);
+    char again[65];
+    ASSERT_OK(vigil_run_rerun(t.rt, first, NULL, again, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    run = run_get(&t, again);
+    ASSERT_STREQ(js(run, "status"), "completed");
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(run, "meta"), "rerun_of")),
+                 first);
+    json_decref(run);
     vg_wake_runner_free(fail);
     vg_wake_release(&w);
     test_rt_close(&t);

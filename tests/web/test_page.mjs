@@ -250,6 +250,8 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await shot('02-agents');
 
     // Detail, then a wake with a message: the run appears live, from the event stream.
+    // proves: S3-065 (the detail page: header, report, activity, tool calls, state, runs, controls)
+    // proves: S3-066 (the page updates live from the event stream) S2-044 (runs, run detail, messages)
     await row.locator('a').focus();
     await page.keyboard.press('Enter');
     await page.waitForSelector('#controls');
@@ -325,6 +327,8 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     check(await page.locator('#report script').count() === 0 && await page.evaluate(() => window.__xss === undefined),
       'a tag in the report is text, not markup');
     check(/Lifecycle\s*active/.test(await page.locator('#activity').innerText()), 'the activity panel lists the state');
+    check(/written /.test(await page.locator('#report-meta').innerText()), 'the report says when it was written');
+    check(await page.locator('#report-meta .badge.stale').count() === 0, 'a current report is not stale by age');
     const hand = page.locator('#hand-calls li', { hasText: 'set_report' }).first();
     check(/web-r1/.test(await hand.innerText()), 'a tool call made by hand is listed with its run key');
     await shot('04b-report');
@@ -477,6 +481,7 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await page.click('#destroy');
     await page.locator('#agent-head h1', { hasText: 'destroyed' }).waitFor();
     check(true, 'destroy from the page');
+    // proves: S3-009 (paused above and destroyed here, from the detail page)
 
     // Signing out forgets the token.
     await page.click('#signout');
