@@ -26,6 +26,23 @@ agent=$OUT
 # one task agent a task
 expect 4 todo agent "$task"
 has "$ERR" "exists"
+# ... also when four processes make one at once: one is made, the others refused (exit 4).
+# proves: S3-059
+expect 0 todo add home "Water the plants"
+plants=$(printf '%s' "$OUT" | jq -r .task_id)
+for i in 1 2 3 4; do
+  "$VIGIL" todo agent "$plants" >"$T/race$i.out" 2>&1 &
+done
+codes=""
+for p in $(jobs -p); do
+  wait "$p" && codes="$codes 0" || codes="$codes $?"
+done
+made=$(printf '%s\n' $codes | grep -c '^0$')
+[ "$made" = 1 ] && ok || bad "concurrent todo agent: exit statuses$codes, expected one 0"
+[ "$(printf '%s\n' $codes | grep -c '^4$')" = 3 ] && ok || bad "the others: $codes (want 4)"
+expect 0 agent list --json
+R=$OUT
+is '[.items[] | select(.name == "task '"$plants"'")] | length == 1'
 # The tools it sees: the task tools, and nothing of another category reaches it.
 expect 0 tool list "$agent"
 has "$OUT" "update_task_estimate"
