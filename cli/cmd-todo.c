@@ -240,6 +240,24 @@ static int todo_item(struct cli *c, int argc, char **argv)
 }
 
 /* A read: the result as JSON, or (for list) a table. */
+/* `todo show`: the task's agent when it has one (`vigil todo agent`'s, named "task TASK"):
+ * {id, name, lifecycle}; no member at all when there is none. */
+static void add_task_agent(struct cli *c, json_t *task)
+{
+    char name[128], *text = NULL;
+    vigil_error err = {0};
+    snprintf(name, sizeof name, "task %s", json_string_value(json_object_get(task, "task_id")));
+    if (vigil_agent_show(c->rt, cli_agent(c, name), &text, &err))
+        return;
+    json_t *shown = json_loads(text, 0, NULL), *a = json_object_get(shown, "agent");
+    vigil_free(text);
+    json_object_set_new(task, "agent",
+                        json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(a, "id"), "name",
+                                  json_object_get(a, "name"), "lifecycle",
+                                  json_object_get(a, "lifecycle")));
+    json_decref(shown);
+}
+
 static int todo_read(struct cli *c, const char *op, json_t *args, int json)
 {
     vigil_error err = {0};
@@ -256,6 +274,8 @@ static int todo_read(struct cli *c, const char *op, json_t *args, int json)
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
     json_t *result = json_object_get(reply, "result");
+    if (!strcmp(op, "get_task"))
+        add_task_agent(c, result);
     if (json || strcmp(op, "list_tasks_in_scope")) {
         char *text = json_dumps(result, JSON_INDENT(2));
         if (text)

@@ -26,6 +26,7 @@ has "$OUT" '"scripted": true'
 has "$OUT" '"end": "completed"'
 
 # Two processes, one conversation (session "work").
+# proves: S4-002 (the second process's request carries the first's turn, from the store)
 cat >"$T/one.json" <<JSON
 {"vigil_cassette":1,"exchanges":[{"response":{"text":"Noted: the key is in the vault."}}]}
 JSON
@@ -46,6 +47,7 @@ one_line "$ERR"
 has "$ERR" "does not match"
 
 # The REPL reads turns from stdin when it is not a terminal.
+# proves: S4-001
 OUT=$(printf 'first\nsecond\n/quit\nthird\n' | "$VIGIL" chat "$id" --session repl 2>/dev/null)
 has "$OUT" "you said: first"
 has "$OUT" "you said: second"

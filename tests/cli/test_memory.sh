@@ -83,6 +83,34 @@ expect 0 memory history "$writer" familiar
 has "$OUT" "approved"
 case $OUT in *"reason: "$'\n'* | *"reason: ") bad "an empty reason line: $OUT" ;; *) ok ;; esac
 
+# In an interactive session (a terminal: script(1) gives it one) the change waits for the
+# person between turns: shown, and approved (y) or rejected with a reason (n) on the spot;
+# "later" leaves it pending.
+# proves: S4-033
+cat >"$T/repl.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"c1","name":"memory_write","arguments":{"label":"familiar","content":"My human drinks tea."}}]}},
+ {"response":{"text":"noted, once you agree"}},
+ {"response":{"tool_calls":[{"id":"c2","name":"memory_write","arguments":{"label":"familiar","content":"My human drinks coffee."}}]}},
+ {"response":{"text":"noted again"}},
+ {"response":{"tool_calls":[{"id":"c3","name":"memory_write","arguments":{"label":"familiar","content":"My human drinks juice."}}]}},
+ {"response":{"text":"and again"}}]}
+JSON
+expect 0 agent create --name "Repl" --config '{"tools":["memory_*"]}'
+repl=$OUT
+OUT=$(printf 'I drink tea\ny\nI drink coffee\nn\nnot true\nI drink juice\nl\n/quit\n' |
+  VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/repl.json" \
+    timeout 60 script -qec "\"$VIGIL\" chat $repl" /dev/null | tr -d '\r')
+has "$OUT" '[memory] the agent wants to'
+has "$OUT" 'My human drinks tea.'
+has "$OUT" '[memory] approved: block "familiar" changed'
+has "$OUT" '[memory] rejected; the agent will be told why'
+expect 0 memory show "$repl" familiar
+has "$OUT" "My human drinks tea."
+case $OUT in *coffee*) bad "the rejected change was applied: $OUT" ;; *) ok ;; esac
+expect 0 memory pending --agent "$repl" --json
+has "$OUT" "My human drinks juice."
+
 # a persona file without the required sections
 printf '# persona\nonly this\n' >"$T/p.md"
 expect 0 agent create --name "Bob"

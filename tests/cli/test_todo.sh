@@ -43,6 +43,14 @@ made=$(printf '%s\n' $codes | grep -c '^0$')
 expect 0 agent list --json
 R=$OUT
 is '[.items[] | select(.name == "task '"$plants"'")] | length == 1'
+# A task's agent, looked up by the task: shown when it has one, absent when not.
+# proves: S3-060
+expect 0 todo show "$task"
+R=$OUT
+is '.agent.id == "'"$agent"'" and .agent.lifecycle == "created"'
+expect 0 todo show "$other"
+R=$OUT
+is 'has("agent") | not'
 # The tools it sees: the task tools, and nothing of another category reaches it.
 expect 0 tool list "$agent"
 has "$OUT" "update_task_estimate"
