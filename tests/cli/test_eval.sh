@@ -8,6 +8,8 @@
 # threshold; --json carries the scorecard; a malformed scenario is exit 2 naming its file and
 # line, and nothing is left behind. A recorded run is captured as a scenario that replays it.
 # proves: S0-118, S0-119, S0-120, S0-122, S0-123
+# proves: S0-131 (tool results are told to the model as untrusted data, test_chat.sh checks the
+# words; an instruction injected through one moves no money, and an ambiguous target is refused)
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -71,6 +71,45 @@ TEST(code_too_large_refused_first)
     vg_code_result_release(&r);
 }
 
+/* A host tool that answers every call. */
+static int answer_tool(void *user, const char *tool, json_t *args, json_t **result, char code[32],
+                       char msg[256])
+{
+    (void)user, (void)tool, (void)args, (void)code, (void)msg;
+    *result = json_true();
+    return 0;
+}
+
+/* The limits a program gets unless configured otherwise, and the tool-call limit enforced: the
+ * 26th bridge call of one execution is refused and ends it. proves: S4-052 */
+TEST(default_limits_and_the_tool_call_limit)
+{
+    struct vg_code_limits l;
+    vg_code_limits_default(&l);
+    ASSERT_EQ(l.wall_ms, 60000);
+    ASSERT_EQ(l.tool_calls, 25);
+    ASSERT_EQ(l.output_bytes, 1024 * 1024);
+    ASSERT_EQ(l.code_bytes, 50 * 1024);
+    struct vg_code_host host = {.call_tool = answer_tool};
+    struct vg_code_result r;
+    sbx_run(wd, "for i = 1, 30 do vigil.call('t', {i = i}) end return 1", 0, &host, &r);
+    ASSERT(!r.ok);
+    ASSERT_STREQ(r.error_code, "tool_limit");
+    ASSERT_EQ(r.tool_calls, 25);
+    vg_code_result_release(&r);
+    ASSERT_STREQ(
+        sbx_expect_ok_host(wd, "for i = 1, 25 do vigil.call('t', {}) end return 25", &host), "25");
+}
+
+/* Each execution is a process of its own: what one leaves in its globals, or takes out of the
+ * standard library, the next never sees. proves: S4-051 */
+TEST(no_state_leaks_between_executions)
+{
+    ASSERT_STREQ(sbx_expect_ok(wd, "secret = 'kept?' string.upper = nil return secret"),
+                 "\"kept?\"");
+    ASSERT_STREQ(sbx_expect_ok(wd, "return {secret == nil, string.upper ~= nil}"), "[true,true]");
+}
+
 /* Run code in dir with the working directory capped at cap bytes; the result as JSON text. */
 static const char *run_capped(const char *dir, const char *code, size_t cap,
                               struct vg_code_result *r)
@@ -326,6 +365,8 @@ int main(void)
     RUN(errors_have_codes);
     RUN(refuses_without_a_required_layer);
     RUN(code_too_large_refused_first);
+    RUN(default_limits_and_the_tool_call_limit);
+    RUN(no_state_leaks_between_executions);
     RUN(working_directory_has_a_total_cap);
     RUN(spare_is_ready_before_its_request);
     RUN(concurrent_executions);
