@@ -345,6 +345,7 @@ struct new_wake {
     json_t *tokens, *seed, *meta; /* seed may be NULL: null; meta NULL: {} */
     int timer;                    /* a timer's wake: scheduled_ms written as scheduled_at */
     int64_t scheduled_ms;
+    int64_t now; /* its created_at: the reading a manual wake's run key was made of; 0: read */
 };
 
 static char *dump_or(json_t *v, const char *none)
@@ -357,7 +358,7 @@ static vigil_code insert_run(struct vg_env *env, const struct new_wake *nw, int 
                              vigil_error *err)
 {
     char at[32], sched[32];
-    int64_t now = vg_env_now(env);
+    int64_t now = nw->now ? nw->now : vg_env_now(env);
     char *tokens = dump_or(nw->tokens, "[]"), *seed = dump_or(nw->seed, "null"),
          *meta = dump_or(nw->meta, "{}");
     struct vg_buf b;
@@ -463,7 +464,8 @@ static vigil_code log_dropped(struct vg_env *env, const struct vg_wake_req *req,
                           NULL,
                           req->meta,
                           req->reason == VG_REASON_TIMER,
-                          req->scheduled_ms};
+                          req->scheduled_ms,
+                          0};
     if ((rc = insert_run(env, &nw, &inserted, err)) || inserted)
         return rc;
     if (vg_store_in_tx(env->store) &&
@@ -474,8 +476,7 @@ static vigil_code log_dropped(struct vg_env *env, const struct vg_wake_req *req,
 
 /* The run key of a wake asked for: the caller's own (a task's run), or derived from its reason
  * (docs/internals/WAKE.md). */
-static void run_key_of(struct vg_env *env, const struct vg_wake_req *req, int64_t counter,
-                       char key[65])
+static void run_key_of(int64_t now, const struct vg_wake_req *req, int64_t counter, char key[65])
 {
     char manual_turn[48];
     if (req->run_key) {
@@ -493,7 +494,7 @@ static void run_key_of(struct vg_env *env, const struct vg_wake_req *req, int64_
         vg_run_key_user(key, req->agent_id, req->session_id, req->turn_id);
         break;
     default: { /* manual: one clock reading gives the key's time and created_at */
-        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld", (long long)vg_env_now(env),
+        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld", (long long)now,
                  (long long)counter);
         const char *parts[] = {req->agent_id, manual_turn};
         vg_sha256_hex_parts(key, parts, 2);
@@ -571,7 +572,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     if ((rc = vg_wake_counter_read(env, req->agent_id, &counter, &rev, err)))
         goto end;
     counter++;
-    run_key_of(env, req, counter, key);
+    int64_t now = vg_env_now(env); /* the manual run key's time and the wake's created_at */
+    run_key_of(now, req, counter, key);
     if (req->reason == VG_REASON_USER)
         snprintf(thread, sizeof thread, "%s:session:%s", req->agent_id, req->session_id);
     else
@@ -588,7 +590,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
                           req->seed_input,
                           req->meta,
                           req->reason == VG_REASON_TIMER,
-                          req->scheduled_ms};
+                          req->scheduled_ms,
+                          now};
     if ((rc = insert_run(env, &nw, &inserted, err)))
         goto end;
     if (!inserted) {

@@ -7,6 +7,7 @@
 #include "helpers/wake_runners.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "wake/wake.h"
 
 static void make_agent(struct test_rt *t, char id[37])
@@ -261,11 +262,59 @@ TEST(a_program_clock_drives_timers_and_record_times)
     ASSERT_CODE(VIGIL_EINVAL, vigil_runtime_open(&o, &rt, NULL));
 }
 
+/* A clock that moves on by a millisecond at every reading: two readings never agree. */
+static int64_t ticking_now(void *user)
+{
+    return (*(int64_t *)user)++;
+}
+
+/* A manual wake's run key and its created_at come from one reading of the clock: on a clock
+ * that moves at every reading, the key is the hash of the agent and the very time created_at
+ * shows (with the agent's wake counter). proves: S3-062 */
+TEST(a_manual_wakes_key_and_time_are_one_reading_of_the_clock)
+{
+    int64_t t = 1796634000000;
+    vigil_clock clock = {.now_ms = ticking_now, .user = &t};
+    char path[4200], a[37], key[65], *text = NULL;
+    snprintf(path, sizeof path, "%s/tick.db", vg_test_tmpdir("wake_api_tick"));
+    vigil_runtime_options o;
+    vigil_runtime_options_default(&o);
+    o.store_uri = path;
+    o.create_if_missing = 1;
+    o.clock = &clock;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    vigil_agent_spec spec = {.name = "manual", .mode = "hybrid"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, a, E));
+    ASSERT_OK(vigil_agent_resume(rt, a, NULL, E));
+    ASSERT_OK(vigil_wake_agent(rt, a, NULL, NULL, key, E));
+    ASSERT_OK(vigil_wake_runs(rt, a, "queued", 0, &text, E));
+    json_t *runs = json_loads(text, 0, NULL), *run = json_array_get(runs, 0);
+    vigil_free(text);
+    int64_t created = 0;
+    ASSERT_EQ(vg_time_parse_ms(json_string_value(json_object_get(run, "created_at")), &created), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(run, "run_key")), key);
+    json_decref(runs);
+    ASSERT_OK(vigil_agent_show(rt, a, &text, E));
+    json_t *shown = json_loads(text, 0, NULL);
+    vigil_free(text);
+    char turn[64], want[65];
+    snprintf(turn, sizeof turn, "manual:%lld:%lld", (long long)created,
+             (long long)json_integer_value(
+                 json_object_get(json_object_get(shown, "state"), "wake_counter")));
+    json_decref(shown);
+    const char *parts[] = {a, turn};
+    vg_sha256_hex_parts(want, parts, 2);
+    ASSERT_STREQ(key, want);
+    vigil_runtime_close(rt);
+}
+
 int main(void)
 {
     test_wake_runners_provide();
     RUN(public_api_wakes_agents_in_process);
     RUN(every_allocation_failure_ends_cleanly);
     RUN(a_program_clock_drives_timers_and_record_times);
+    RUN(a_manual_wakes_key_and_time_are_one_reading_of_the_clock);
     return 0;
 }

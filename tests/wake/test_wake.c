@@ -601,7 +601,8 @@ TEST(destroyed_agents_never_run)
 
 /* A dormant agent's notifications and timer firings leave one skipped entry between two of its
  * wakes (trial G10), merged so a busy subscription does not grow the log; nothing is caught up
- * after it is resumed. */
+ * after it is resumed, and its subscriptions wake it again from then on.
+ * proves: S3-057 (pause takes a dormant agent's subscriptions out of play, resume restores them) */
 TEST(a_dormant_agents_dropped_triggers_leave_one_skipped_entry)
 {
     struct test_rt t;
@@ -650,6 +651,12 @@ TEST(a_dormant_agents_dropped_triggers_leave_one_skipped_entry)
     ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
     struct vg_wake_runner *echo = NULL;
     ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    /* ... and its subscription takes triggers again. */
+    const char *back[] = {"ORDER", "order-back"};
+    batch(&w, back, 2, NULL, "s-back", &st);
+    ASSERT_EQ(st.enqueued, 1);
     ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
     ASSERT_EQ(ran, 1);
     ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_DORMANT, "again", E));
