@@ -988,7 +988,7 @@ static void hear(void *user, const char *const *tokens, size_t n)
         snprintf(heard[n_heard++], sizeof heard[0], "%s", tokens[i]);
 }
 
-/* proves: S0-022 S0-097 S3-032 S3-050 (the run's end in the wake log; last wake, streak reset) */
+/* proves: S0-022 S0-097 S3-032 (the run's end in the wake log) */
 TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
 {
     struct test_rt t;
