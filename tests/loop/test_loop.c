@@ -357,7 +357,8 @@ TEST(doom_loop_warns_then_stops)
     test_rt_close(&t);
 }
 
-/* Time runs out while a tool works: a soft stop first, and the grace period bounds the rest. */
+/* Time runs out while a tool works: a soft stop first, and the grace period bounds the rest.
+ * proves: S2-011 (with the per-spawn time limit in test_delegation.c) */
 TEST(timeout_with_grace)
 {
     struct test_rt t;
@@ -391,6 +392,17 @@ TEST(timeout_with_grace)
     ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
     ASSERT_STREQ(r.stop_reason, "timeout");
     ASSERT_EQ(r.steps, 1);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+
+    /* The same 20 s tool under the default grace (30 s): still time to wrap up softly. */
+    m = scripted(&t, "timeout3", "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"done\"}}]", 0);
+    in.run_key = "third";
+    in.model = m;
+    in.limits.grace_ms = 0;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_SOFT_STOPPED);
+    ASSERT_STREQ(r.final_text, "done");
     vg_loop_result_release(&r);
     vg_model_free(m);
     test_rt_close(&t);

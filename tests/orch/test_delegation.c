@@ -387,7 +387,8 @@ TEST(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took)
 /* A greedy child calls tools forever; the steps it may take are what its parent had left. */
 static const char *GREEDY =
     "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
-    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"greedy\\\",\\\"goal\\\":\\\"eat\\\"}]}\"}],"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"greedy\\\",\\\"goal\\\":\\\"eat\\\","
+    "\\\"max_runtime_ms\\\":60000}]}\"}],"
     "\"stop_reason\":\"tool_use\"}},"
     "{\"response\":{\"text\":\"Delegated.\"}},"
 #define NOTE(n)                                                                                    \
@@ -396,7 +397,7 @@ static const char *GREEDY =
     NOTE(1) NOTE(2) NOTE(3) NOTE(4) NOTE(5) NOTE(6) NOTE(7) NOTE(8)
         NOTE(9) "{\"response\":{\"text\":\"parent sees the result\"}}";
 
-/* proves: S0-145 */
+/* proves: S0-145 S2-011 (the per-spawn run time; the timeout's grace: test_loop.c) */
 TEST(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents)
 {
     struct test_rt t;
@@ -419,6 +420,15 @@ TEST(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parent
     json_t *kid = json_array_get(json_object_get(kids, "children"), 0);
     /* At the spawn the parent had used 1 of its 5 steps: the child got 4. */
     ASSERT_EQ(json_integer_value(json_object_get(kid, "max_steps")), 4);
+    /* Its run's time limit is the request's max_runtime_ms, which narrows the definition's
+     * (10 min here) and never widens a shorter one. */
+    struct vg_loop_limits lim = {.timeout_ms = 600000};
+    const char *kid_key = json_string_value(json_object_get(kid, "run_key"));
+    ASSERT_OK(vg_orch_child_limits(t.env, kid_key, &lim, E));
+    ASSERT_EQ(lim.timeout_ms, 60000);
+    lim.timeout_ms = 1000;
+    ASSERT_OK(vg_orch_child_limits(t.env, kid_key, &lim, E));
+    ASSERT_EQ(lim.timeout_ms, 1000);
     ASSERT_STREQ(json_string_value(json_object_get(kid, "status")), "completed");
     json_int_t spent = json_integer_value(json_object_get(json_object_get(kid, "spent"), "steps"));
     ASSERT(spent >= 4 && spent <= 5); /* the soft stop at 4, one more before the hard stop */

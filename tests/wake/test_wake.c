@@ -988,7 +988,7 @@ static void hear(void *user, const char *const *tokens, size_t n)
         snprintf(heard[n_heard++], sizeof heard[0], "%s", tokens[i]);
 }
 
-/* proves: S0-022 S0-097 */
+/* proves: S0-022 S0-097 S3-032 (the run's end in the wake log) */
 TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
 {
     struct test_rt t;
@@ -1024,7 +1024,14 @@ TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
     ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
     ASSERT_STREQ(js(rt, "run_status"), "idle");
     ASSERT(json_is_null(json_object_get(rt, "active_run_id")));
+    ASSERT_EQ(json_integer_value(json_object_get(rt, "failure_streak")), 0);
     json_decref(rt);
+    /* the wake's time is in the durable state, and its end in the wake log */
+    ASSERT_OK(vg_state_get(t.env, a, &state, NULL, E));
+    char at[32];
+    vg_time_format_ms(at, t.clock.wall_ms);
+    ASSERT_STREQ(js(state, "last_wake_at"), at);
+    json_decref(state);
     json_t *run = run_get(&t, k);
     ASSERT_STREQ(js(run, "status"), "completed");
     ASSERT(js(run, "started_at") && js(run, "completed_at"));
