@@ -4,6 +4,8 @@
  */
 #include "helpers/rt.h"
 
+#include "helpers/fault_store.h"
+
 #include "agent/agent.h"
 #include "agent/agent_int.h"
 #include "os/fiber.h"
@@ -52,6 +54,52 @@ TEST(lifecycle_transitions_follow_the_diagram)
         }
     }
     test_rt_close(&t);
+}
+
+/* How many records of the agent-identity kinds the store holds, whoever owns them. */
+static int64_t identity_records(struct test_rt *t)
+{
+    static const char *const kinds[] = {"agent", "agent_state", "agent_runtime", "link"};
+    int64_t total = 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        int64_t n = 0;
+        struct vg_query q = {.kind = kinds[i]};
+        ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+        total += n;
+    }
+    return total;
+}
+
+/* Creating an agent with the store failing at each of its calls in turn: the agent, its state,
+ * its runtime state and the state's link are all written, or none of them (one transaction).
+ * proves: S3-055 */
+TEST(creating_an_agent_writes_all_of_it_or_nothing)
+{
+    struct test_rt t;
+    char id[37], name[48];
+    long calls = 0;
+    int64_t whole = 0;
+    for (long nth = 0; nth == 0 || nth <= calls; nth++) {
+        snprintf(name, sizeof name, "agent_create_fault_%ld", nth);
+        test_rt_open(&t, name);
+        struct vg_store *fault = NULL;
+        ASSERT_OK(vg_store_fault_wrap(t.env->store, &fault, E));
+        t.env->store = fault;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        vigil_agent_spec spec = {.name = "whole"};
+        vigil_code rc = vigil_agent_create(t.rt, &spec, id, NULL);
+        if (!nth)
+            ASSERT((calls = vg_store_fault_calls(fault)) > 3);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        int64_t n = identity_records(&t);
+        if (!nth)
+            whole = n;
+        ASSERT(whole >= 4);
+        if (rc == VIGIL_OK ? n != whole : n != 0)
+            TEST_FAIL_("store call %ld of %ld failed: create %s, %lld of %lld records left", nth,
+                       calls, vigil_code_name(rc), (long long)n, (long long)whole);
+        test_rt_close(&t);
+    }
 }
 
 TEST(create_show_and_list_pages)
@@ -1041,6 +1089,7 @@ int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
     RUN(create_show_and_list_pages);
+    RUN(creating_an_agent_writes_all_of_it_or_nothing);
     RUN(state_revision_rejects_stale_writes);
     RUN(state_merge_at_any_revision_moves_the_revision_on);
     RUN(messages_link_in_threads_and_spill_payloads);

@@ -162,7 +162,7 @@ static char *tools_of(struct test_rt *t, const char *agent)
  * nothing started until they are needed: building the runtime's tools and listing another
  * agent's tools start no server; listing this agent's tools starts its server once; a tool the
  * server announces later (tools/list_changed) can be called and is offered from then on.
- * proves: S2-022 S2-023 */
+ * proves: S2-022 S2-023 S2-026 */
 TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
 {
     struct test_rt t;
@@ -196,6 +196,12 @@ TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
     text = tools_of(&t, a);
     ASSERT(strstr(text, "\"name\":\"helper__grown\""));
     vigil_free(text);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 1);
+    /* Another run's call goes to the same server process: the connection is kept for every
+     * run of the runtime, not made again for each. */
+    call_tool(&t, a, "wake-2", "helper__ok", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
     ASSERT_EQ(mcp_count_lines(helper_starts), 1);
     test_rt_close(&t);
 }
