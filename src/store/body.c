@@ -33,6 +33,12 @@ struct field {
 #define VAL "\x03"
 #define HASH "\x04" /* the SHA-256 of the body's own content string's value */
 #define ID "\x05"   /* the text of the row's own id */
+/* An id hole: a UUID's canonical text (36 characters, lowercase) or a SHA-256's hex (64), stored
+ * as the base64url text of its bytes (22 or 43 characters): the ids a step's bodies hold. */
+#define UUID "\x06"
+#define HEX64 "\x07"
+/* First in a shape's text: its one hole is stored bare, `"key":"..."`, not in an array. */
+#define BARE "\x08"
 
 #define F(key, from, text)                                                                         \
     {                                                                                              \
@@ -79,9 +85,21 @@ static const struct field message_fields[] = {
     SHAPE("metadata", "{\"model\":\"" STR "\",\"role\":\"assistant\",\"scripted\":false,"
                       "\"stop_reason\":\"" STR "\",\"tool_calls\":[{\"arguments\":\"" STR
                       "\",\"id\":\"" STR "\",\"name\":\"" STR "\"}]}"),
+    /* 19-20: the previous message's id and the run's, each a UUID (src/agent/message.c) */
+    SHAPE("prev_id", BARE "\"" UUID "\""),
+    SHAPE("run_id", BARE "\"" UUID "\""),
+    /* 21: 13 with its operation id a SHA-256 (src/tool/executor.c), tried before 13; 22: 17's,
+     * tried before 17 */
+    SHAPE("content", "\"{\\\"action_id\\\":\\\"" PREV
+                     "\\\",\\\"changed_entity_ids\\\":[],\\\"changed_tokens\\\":[],"
+                     "\\\"operation_id\\\":\\\"" HEX64 "\\\",\\\"replayed\\\":false,"
+                     "\\\"result\\\":" STR ",\\\"status\\\":\\\"success\\\"}\""),
+    SHAPE("metadata",
+          "{\"actionType\":\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" HEX64
+          "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
 };
-static const unsigned char message_order[] = {0,  1,  13, 2,  3, 4, 5,  6,  7, 14,
-                                              17, 15, 18, 16, 8, 9, 10, 11, 12};
+static const unsigned char message_order[] = {0,  1,  21, 13, 2, 3, 4,  5,  6,  7,  14, 22,
+                                              17, 15, 18, 16, 8, 9, 19, 20, 10, 11, 12};
 static const struct field journal_fields[] = {
     F("activity", FROM_TEXT, "\"executing\""),
     F("activity", FROM_TEXT, "\"reasoning\""),
@@ -382,8 +400,12 @@ static int holds_row_value(const struct member *m, const struct field *f, const 
 #define VAL_C '\x03'
 #define HASH_C '\x04'
 #define ID_C '\x05'
+#define UUID_C '\x06'
+#define HEX64_C '\x07'
+#define BARE_C '\x08'
 /* An own-value hole: the text of one of the body's own values (struct own). */
 #define OWN_HOLE(c) ((c) == PREV_C || (c) == HASH_C || (c) == ID_C)
+#define ID_HOLE(c) ((c) == UUID_C || (c) == HEX64_C)
 
 static int is_field(const struct member *m, const char *key)
 {
@@ -472,9 +494,103 @@ static const char *content_hash(struct own *o)
 static size_t fixed_len(const char *s)
 {
     size_t n = 0;
-    while (s[n] && !OWN_HOLE(s[n]) && s[n] != STR_C && s[n] != VAL_C)
+    while (s[n] && !OWN_HOLE(s[n]) && !ID_HOLE(s[n]) && s[n] != STR_C && s[n] != VAL_C)
         n++;
     return n;
+}
+
+/* ---- id holes: a UUID's or a SHA-256's hex text as the base64url text of its bytes ---------- */
+
+#define UUID_TEXT_LEN 36
+#define HEX64_TEXT_LEN 64
+#define ID_BYTES_MAX 32
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+static size_t id_text_len(char c)
+{
+    return c == UUID_C ? UUID_TEXT_LEN : HEX64_TEXT_LEN;
+}
+
+/* Whether position i of a UUID's canonical text is a dash (8-4-4-4-12). */
+static int uuid_dash(size_t i)
+{
+    return i == 8 || i == 13 || i == 18 || i == 23;
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The bytes of id hole c's text at p (lowercase hex, a UUID's dashes where they belong) into
+ * bytes: their count, or 0 when the text is not one. */
+static size_t id_bytes(char c, const char *p, unsigned char *bytes)
+{
+    size_t n = 0, len = id_text_len(c);
+    for (size_t i = 0; i < len; i += 2) {
+        if (c == UUID_C && uuid_dash(i) && p[i++] != '-')
+            return 0;
+        int hi = hex_digit(p[i]), lo = hex_digit(p[i + 1]);
+        if (hi < 0 || lo < 0)
+            return 0;
+        bytes[n++] = (unsigned char)(hi << 4 | lo);
+    }
+    return n;
+}
+
+/* The base64url text (no padding) of n bytes, into b. */
+static void put_b64url(struct vg_buf *b, const unsigned char *bytes, size_t n)
+{
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc = acc << 8 | bytes[i];
+        for (bits += 8; bits >= 6; bits -= 6)
+            vg_buf_putc(b, b64url[(acc >> (bits - 6)) & 63]);
+    }
+    if (bits)
+        vg_buf_putc(b, b64url[(acc << (6 - bits)) & 63]);
+}
+
+/* The bytes of base64url text [p, p + len) that put_b64url writes for n bytes, or 0 (another
+ * length, another character, bits past the last byte that are not 0). */
+static int b64url_bytes(const char *p, size_t len, unsigned char *bytes, size_t n)
+{
+    unsigned acc = 0;
+    int bits = 0;
+    size_t got = 0;
+    if (len != (n * 8 + 5) / 6)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        const char *at = p[i] ? strchr(b64url, p[i]) : NULL;
+        if (!at)
+            return 0;
+        acc = (acc << 6 | (unsigned)(at - b64url)) & 0xfff;
+        if ((bits += 6) >= 8) {
+            bytes[got++] = (unsigned char)(acc >> (bits - 8));
+            bits -= 8;
+        }
+    }
+    return got == n && (acc & ((1u << bits) - 1)) == 0;
+}
+
+/* Id hole c's text from its stored base64url text [p, p + len), into out; 0 when it is not what
+ * the hole stores. */
+static int put_id_text(struct vg_buf *out, char c, const char *p, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char bytes[ID_BYTES_MAX];
+    size_t n = id_text_len(c) == UUID_TEXT_LEN ? 16 : 32;
+    if (!b64url_bytes(p, len, bytes, n))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c == UUID_C && (i == 4 || i == 6 || i == 8 || i == 10))
+            vg_buf_putc(out, '-');
+        vg_buf_putc(out, hex[bytes[i] >> 4]);
+        vg_buf_putc(out, hex[bytes[i] & 15]);
+    }
+    return 1;
 }
 
 /* Whether text [p, p + n) reads back as itself between two quotes: no quote of its own, every
@@ -542,6 +658,17 @@ static int shape_match(const char *s, const char *v, const char *end, struct own
                 memcmp(v, t, olen) != 0)
                 return 0;
             v += olen, s++;
+        } else if (ID_HOLE(*s)) {
+            unsigned char bytes[ID_BYTES_MAX];
+            size_t n, tlen = id_text_len(*s);
+            if ((size_t)(end - v) < tlen || !(n = id_bytes(*s, v, bytes)))
+                return 0;
+            if (nholes++)
+                vg_buf_putc(holes, ',');
+            vg_buf_putc(holes, '"');
+            put_b64url(holes, bytes, n);
+            vg_buf_putc(holes, '"');
+            v += tlen, s++;
         } else if (*s == STR_C || *s == VAL_C) {
             const char *e = hole_end(*s, v, end, s + 1);
             if (!e)
@@ -565,28 +692,31 @@ static int shape_match(const char *s, const char *v, const char *end, struct own
     return v == end && !holes->fail;
 }
 
-/* The value of shape s from its holes [h, hend) (a JSON array), into out; 0 when they do not
- * fit it. */
+/* The value of shape s from its holes [h, hend) (a JSON array, or the one hole of a BARE
+ * shape), into out; 0 when they do not fit it. */
 static int shape_expand(const char *s, const char *h, const char *hend, struct own *o,
                         struct vg_buf *out)
 {
-    if (hend - h < 2 || *h != '[' || hend[-1] != ']')
+    int bare = *s == BARE_C;
+    if (!bare && (hend - h < 2 || *h != '[' || hend[-1] != ']'))
         return 0;
-    const char *p = h + 1, *end = hend - 1;
-    for (; *s; s++) {
+    const char *p = bare ? h : h + 1, *end = bare ? hend : hend - 1;
+    for (s += bare; *s; s++) {
         size_t olen;
         const char *t;
         if (OWN_HOLE(*s)) {
             if (!(t = own_text(*s, o, &olen)))
                 return 0;
             vg_buf_append(out, t, olen);
-        } else if (*s == STR_C || *s == VAL_C) {
+        } else if (*s == STR_C || *s == VAL_C || ID_HOLE(*s)) {
             const char *e = p < end ? value_end(p, end) : NULL;
-            if (!e || e == p || (*s == STR_C && (e - p < 2 || *p != '"' || e[-1] != '"')))
+            if (!e || e == p || (*s != VAL_C && (e - p < 2 || *p != '"' || e[-1] != '"')))
+                return 0;
+            if (ID_HOLE(*s) && !put_id_text(out, *s, p + 1, (size_t)(e - p - 2)))
                 return 0;
             if (*s == STR_C)
                 vg_buf_append(out, p + 1, (size_t)(e - p - 2));
-            else
+            else if (*s == VAL_C)
                 vg_buf_append(out, p, (size_t)(e - p));
             p = e < end && *e == ',' ? e + 1 : e;
         } else {
@@ -617,9 +747,16 @@ static int field_held(const struct kind_fields *k, int j, const struct member *m
                 return k->order[j];
             continue;
         }
+        int bare = f->text[0] == BARE_C;
         vg_buf_reset(tmp);
-        if (shape_match(f->text, m->key + m->klen + 2, m->end, o, tmp))
+        if (shape_match(f->text + bare, m->key + m->klen + 2, m->end, o, tmp)) {
+            if (bare && tmp->len >= 2) { /* the one hole without the array's brackets */
+                memmove(tmp->data, tmp->data + 1, tmp->len - 2);
+                tmp->len -= 2;
+                tmp->data[tmp->len] = '\0';
+            }
             return k->order[j];
+        }
     }
     return -1;
 }
@@ -733,12 +870,10 @@ static int put_shaped(struct vg_buf *out, const struct field *f, const struct me
     return shape_expand(f->text, m->key + m->klen + 2, m->end, o, out);
 }
 
-/* The members of the body as written from stored members m and the entries in mask, into out
- * (its braces included); 0 when the stored text is not what pack writes. */
-static int unpack_members(const struct kind_fields *k, unsigned long mask, const struct member *m,
-                          int n, const struct vg_record *r, const char *prev, struct vg_buf *out)
+/* unpack_members with the body's own values o. */
+static int unpack_fields(const struct kind_fields *k, unsigned long mask, const struct member *m,
+                         int n, const struct vg_record *r, struct own *o, struct vg_buf *out)
 {
-    struct own o = own_of(m, n, r, prev);
     int first = 1, i = 0;
     vg_buf_putc(out, '{');
     for (int j = 0; j < k->n; j++) {
@@ -748,12 +883,51 @@ static int unpack_members(const struct kind_fields *k, unsigned long mask, const
         put_kept_before(out, m, n, &i, f, &first);
         if (f->from != FROM_SHAPE)
             put_field(out, f, r, &first);
-        else if (i == n || !put_shaped(out, f, &m[i++], &o, &first))
+        else if (i == n || !put_shaped(out, f, &m[i++], o, &first))
             return 0;
     }
     put_kept_before(out, m, n, &i, NULL, &first);
     vg_buf_putc(out, '}');
     return 1;
+}
+
+/* A prev_id stored as a shape's hole (a UUID's, 19), read back into buf for the holes that name
+ * it (o's prev): own_of found only its stored text. 0 when it does not read back. */
+static int own_prev_expanded(const struct kind_fields *k, unsigned long mask,
+                             const struct member *m, int n, struct own *o, struct vg_buf *buf)
+{
+    for (int j = 0; j < k->n; j++) {
+        const struct field *f = &k->f[j];
+        if (!(mask & (1ul << j)) || f->from != FROM_SHAPE || strcmp(f->key, "prev_id") != 0)
+            continue;
+        struct own none = {0};
+        for (int i = 0; i < n; i++) {
+            if (!is_field(&m[i], "prev_id"))
+                continue;
+            if (!shape_expand(f->text, m[i].key + m[i].klen + 2, m[i].end, &none, buf) ||
+                buf->fail || buf->len < 2)
+                return 0;
+            o->prev = buf->data + 1; /* its text between the quotes */
+            o->plen = buf->len - 2;
+            return 1;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* The members of the body as written from stored members m and the entries in mask, into out
+ * (its braces included); 0 when the stored text is not what pack writes. */
+static int unpack_members(const struct kind_fields *k, unsigned long mask, const struct member *m,
+                          int n, const struct vg_record *r, const char *prev, struct vg_buf *out)
+{
+    struct own o = own_of(m, n, r, prev);
+    struct vg_buf prev_text;
+    vg_buf_init(&prev_text, VG_BUF_DEFAULT_MAX);
+    int ok = own_prev_expanded(k, mask, m, n, &o, &prev_text) &&
+             unpack_fields(k, mask, m, n, r, &o, out);
+    vg_buf_release(&prev_text);
+    return ok;
 }
 
 int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)

@@ -13,7 +13,9 @@
  * The same marker names the members stored as the holes of a shape their kind's records share
  * (a run's telemetry totals, a model call, a tool call's start and end, a tool result's envelope
  * naming the action its prev_id names): `"telemetry":[0,0,1820,13,145,12,1965]` for the object
- * with those seven keys, read back as that object.
+ * with those seven keys, read back as that object. A shape's id holes keep the UUIDs and SHA-256s
+ * the step's messages name (a message's prev_id and run_id, a tool call's operation id) as the
+ * base64url text of their bytes, 22 and 43 characters for 36 and 64: `"prev_id":"AZCqqg..."`.
  *
  * Lossless for any text: a body that is not a flat sequence of members with ascending keys
  * and no white space between them is stored as it is, and one that already begins with the

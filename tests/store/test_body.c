@@ -207,6 +207,9 @@ TEST(pack_and_unpack_are_inverse)
 #define ACTION "0190aaaa-0000-7000-8000-0000000000a1"
 #define OP "06586399f210e25e657d910d17bf17a7f850d60b15c9a97bddef1cb6a19eb349"
 #define HASH "4e06b00948c918f21ccdb02ba16c6ccd1590aee3217d78e0713b522e88f62871"
+/* OP's and ACTION's bytes as base64url, as an id hole stores them */
+#define OP_B64 "BlhjmfIQ4l5lfZENF78Xp_hQ1gsVyal73e8ctqGes0k"
+#define ACTION_B64 "AZCqqgAAcACAAAAAAAAAoQ"
 #define ENVELOPE(action, status, result)                                                           \
     "\"{\\\"action_id\\\":\\\"" action "\\\",\\\"changed_entity_ids\\\":[],"                       \
     "\\\"changed_tokens\\\":[],\\\"operation_id\\\":\\\"" OP "\\\",\\\"replayed\\\":false,"        \
@@ -254,8 +257,8 @@ TEST(a_steps_records_store_the_holes_of_their_shapes)
                                                "{\"actionRefId\":\"" ACTION
                                                "\",\"toolName\":\"add\"},\"prev_id\":\"" ACTION
                                                "\",\"tokens\":57}",
-        "{\"\":24576,\"content\":[\"" OP "\",\"\\\"12\\\"\"],\"metadata\":[\"add\"],"
-        "\"prev_id\":\"" ACTION "\",\"tokens\":57}");
+        "{\"\":2637824,\"content\":[\"" OP_B64 "\",\"\\\"12\\\"\"],\"metadata\":[\"add\"],"
+        "\"prev_id\":\"" ACTION_B64 "\",\"tokens\":57}");
     check_packed(&msg,
                  "{\"content\":\"{\\\"a\\\":11}\",\"metadata\":{\"actionType\":\"tool_call\","
                  "\"argumentsHash\":\"" HASH "\",\"operationId\":\"" OP "\",\"previewOnly\":false,"
@@ -273,7 +276,7 @@ TEST(a_steps_records_store_the_holes_of_their_shapes)
         "{\"content\":\"{\\\"a\\\":11,\\\"b\\\":1}\",\"metadata\":{\"actionType\":"
         "\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" OP "\","
         "\"previewOnly\":false,\"scopeSnapshot\":[\"s\"],\"toolName\":\"add\"},\"tokens\":4}",
-        "{\"\":131072,\"content\":\"{\\\"a\\\":11,\\\"b\\\":1}\",\"metadata\":[\"" OP
+        "{\"\":4194304,\"content\":\"{\\\"a\\\":11,\\\"b\\\":1}\",\"metadata\":[\"" OP_B64
         "\",[\"s\"],\"add\"],\"tokens\":4}");
     /* several calls in one answer: the list is kept as one value */
     check_packed(
@@ -425,9 +428,94 @@ TEST(a_hash_whose_content_is_left_out_reads_back)
     check_packed(&msg, body, NULL);
 }
 
+/* The ids a step's messages hold (prev_id, run_id: UUIDs; an operation id: a SHA-256) are
+ * stored as the base64url text of their bytes (22 and 43 characters for 36 and 64), and read
+ * back as their canonical text; any other text stays as written. */
+TEST(a_messages_ids_are_stored_as_their_bytes)
+{
+    struct vg_record msg = message_row;
+    msg.at = 0;
+    check_packed(&msg, "{\"prev_id\":\"" ACTION "\",\"run_id\":\"" ACTION "\",\"tokens\":4}",
+                 "{\"\":1572864,\"prev_id\":\"" ACTION_B64 "\",\"run_id\":\"" ACTION_B64
+                 "\",\"tokens\":4}");
+    /* the tool result's envelope names the action its prev_id names: read from the bytes */
+    check_packed(&msg,
+                 "{\"content\":" ENVELOPE(ACTION, "success", "1") ",\"metadata\":{\"actionRefId\":"
+                                                                  "\"" ACTION "\",\"toolName\":"
+                                                                  "\"add\"},\"prev_id\":\"" ACTION
+                                                                  "\"}",
+                 "{\"\":2637824,\"content\":[\"" OP_B64 "\",\"1\"],\"metadata\":[\"add\"],"
+                 "\"prev_id\":\"" ACTION_B64 "\"}");
+    /* not a canonical UUID (capitals, no dashes, a letter past f, one character more or less),
+     * not a SHA-256's hex: kept as written */
+    const char *kept[] = {
+        "{\"prev_id\":\"0190AAAA-0000-7000-8000-0000000000a1\"}",
+        "{\"prev_id\":\"0190aaaa000070008000-0000000000a1xxxx\"}",
+        "{\"run_id\":\"0190aaaa-0000-7000-8000-0000000000g1\"}",
+        "{\"run_id\":\"0190aaaa-0000-7000-8000-0000000000a\"}",
+        "{\"run_id\":\"0190aaaa-0000-7000-8000-0000000000a12\"}",
+        "{\"content\":" ENVELOPE(ACTION, "success", "1") ",\"prev_id\":\"r1\"}",
+    };
+    struct vg_buf out;
+    vg_buf_init(&out, 1 << 20);
+    for (size_t i = 0; i < VG_ARRAY_LEN(kept); i++) {
+        vg_buf_reset(&out);
+        msg.body = kept[i];
+        const char *stored = vg_body_pack(&msg, &out) ? out.data : msg.body;
+        ASSERT(strstr(stored, "0190") || strstr(stored, "r1"));
+        check_packed(&msg, kept[i], NULL);
+    }
+    vg_buf_release(&out);
+    /* a hole that is not what pack stores (a character outside base64url, bits past the last
+     * byte, a length of another id) is not read as an id: the stored text is read as it is */
+    const char *odd[] = {
+        "{\"\":524288,\"prev_id\":\"AZCqqgAAcACAAAAAAAAAo+\"}",
+        "{\"\":524288,\"prev_id\":\"AZCqqgAAcACAAAAAAAAAoR\"}",
+        "{\"\":524288,\"prev_id\":\"AZCqqgAAcACAAAAAAAAAo\"}",
+        "{\"\":524288,\"prev_id\":[\"AZCqqgAAcACAAAAAAAAAoQ\"]}",
+    };
+    struct vg_buf back;
+    vg_buf_init(&back, 1 << 20);
+    for (size_t i = 0; i < VG_ARRAY_LEN(odd); i++) {
+        struct vg_record r = msg;
+        r.body = odd[i];
+        vg_buf_reset(&back);
+        ASSERT_EQ(vg_body_unpack(&r, &back), 0);
+    }
+    vg_buf_release(&back);
+}
+
+/* A tool result and an action as a store of schema 20 holds them (ids as text, in the shapes of
+ * then): read as written, so an older store needs no rewrite. */
+TEST(ids_stored_as_text_before_read_as_written)
+{
+    struct vg_record msg = message_row;
+    msg.at = 0;
+    struct vg_buf back;
+    vg_buf_init(&back, 1 << 20);
+    struct vg_record r = msg;
+    r.body = "{\"\":24576,\"content\":[\"" OP "\",\"\\\"12\\\"\"],\"metadata\":[\"add\"],"
+             "\"prev_id\":\"" ACTION "\",\"run_id\":\"" RUN_ID "\",\"tokens\":57}";
+    ASSERT_EQ(vg_body_unpack(&r, &back), 1);
+    ASSERT_STREQ(back.data, "{\"content\":" ENVELOPE(
+                                ACTION, "success",
+                                "\\\"12\\\"") ",\"metadata\":{"
+                                              "\"actionRefId\":\"" ACTION
+                                              "\",\"toolName\":\"add\"},\"prev_id\":\"" ACTION
+                                              "\",\"run_id\":\"" RUN_ID "\",\"tokens\":57}");
+    vg_buf_reset(&back);
+    r.body = "{\"\":131072,\"content\":\"{\\\"a\\\":11,\\\"b\\\":1}\",\"metadata\":[\"" OP
+             "\",[\"s\"],\"add\"],\"tokens\":4}";
+    ASSERT_EQ(vg_body_unpack(&r, &back), 1);
+    ASSERT_CONTAINS(back.data, "\"operationId\":\"" OP "\"");
+    vg_buf_release(&back);
+}
+
 int main(void)
 {
     RUN(a_message_keeps_its_ids_once_and_reads_as_written);
+    RUN(a_messages_ids_are_stored_as_their_bytes);
+    RUN(ids_stored_as_text_before_read_as_written);
     RUN(a_value_other_than_the_columns_is_kept);
     RUN(texts_that_cannot_be_packed_read_as_written);
     RUN(rows_stored_in_the_full_form_read_as_they_are);

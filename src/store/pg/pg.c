@@ -555,6 +555,12 @@ static const char *const migrations[] = {
      * body.c, 20-22): nothing moves, but a vigil that reads the member's time from it would not
      * read such a record, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 13: a message's prev_id and run_id, and a tool call's operation id in its action and
+     * result, may be stored as the bytes of the UUID or SHA-256 they are (store/body.c, message
+     * entries 19-22) (SQLite's 21): nothing moves (a body stored before reads as it did), but a
+     * vigil without those entries would read such a body as its stored text, so it must refuse the
+     * database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

@@ -437,6 +437,12 @@ static const char *const migrations[] = {
      * 20-22): nothing moves, but a vigil that reads the member's time from it would not read
      * such a record, nor one that knows no such entry the header, so it must refuse the store. */
     ("SELECT 1;"),
+    /* 21: a message's prev_id and run_id, and a tool call's operation id in its action and
+     * result, may be stored as the bytes of the UUID or SHA-256 they are (store/body.c, message
+     * entries 19-22): nothing moves (a body stored before reads as it did), but a vigil
+     * without those entries would read such a body as its stored text, so it must refuse the
+     * store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
