@@ -39,6 +39,9 @@ struct field {
 #define HEX64 "\x07"
 /* First in a shape's text: its one hole is stored bare, `"key":"..."`, not in an array. */
 #define BARE "\x08"
+/* A time as vg_time_format_ms writes it (24 characters), stored as its milliseconds from the
+ * row's own time: `-164` for a run's start in its projection. */
+#define TIME "\x09"
 
 #define F(key, from, text)                                                                         \
     {                                                                                              \
@@ -169,6 +172,52 @@ static const struct field tool_call_fields[] = {
 };
 static const unsigned char tool_call_order[] = {0, 1, 2, 3, 4, 5, 6};
 
+/* A run's projection (src/journal/journal.c), rewritten at each commit of the run and kept when it
+ * ends: the constants and columns of a finished chat turn's, and the shapes of its newest model
+ * call and of the five items its timeline then has. */
+#define PROJ_TELEMETRY                                                                             \
+    "\"telemetry\":{\"cached_tokens\":" VAL ",\"cost_micros\":" VAL ",\"input_tokens\":" VAL       \
+    ",\"model_calls\":" VAL ",\"output_tokens\":" VAL ",\"tool_calls\":" VAL                       \
+    ",\"total_tokens\":" VAL "}"
+static const struct field projection_fields[] = {
+    F("activity", FROM_TEXT, "\"idle\""),
+    F("agent_id", FROM_OWNER, NULL),
+    F("attention", FROM_TEXT, "\"none\""),
+    F("current_input_request_id", FROM_TEXT, "null"),
+    F("ended_at", FROM_AT, NULL),
+    F("error", FROM_TEXT, "null"),
+    SHAPE("latest_activity",
+          "{\"activity\":\"reasoning\",\"model_call\":{\"attempts\":" VAL ",\"cached_tokens\":" VAL
+          ",\"cost_micros\":" VAL ",\"input_tokens\":" VAL ",\"latency_ms\":" VAL
+          ",\"model\":\"" STR "\",\"output_tokens\":" VAL ",\"provider\":\"" STR
+          "\",\"stop_reason\":\"" STR "\"},\"occurred_at\":\"" TIME "\",\"sequence\":" VAL
+          "," PROJ_TELEMETRY "}"),
+    F("lifecycle", FROM_TEXT, "\"completed\""),
+    F("parent_run_id", FROM_TEXT, "null"),
+    SHAPE("processed_messages", "{\"count\":" VAL ",\"digest\":\"" HEX64 "\"}"),
+    SHAPE("processed_observations", "{\"count\":" VAL ",\"digest\":\"" HEX64 "\"}"),
+    F("run_id", FROM_ID, NULL),
+    SHAPE("run_key", BARE "\"" HEX64 "\""),
+    F("scope", FROM_TEXT, "\"agent\""),
+    /* a chat turn's: started, the user's message and its delivery, the answer, the end state */
+    SHAPE("timeline",
+          "[{\"item\":\"started\",\"occurred_at\":\"" TIME "\",\"run_key\":\"" HEX64
+          "\",\"sequence\":1,\"wake_reason\":\"" STR
+          "\"},{\"item\":\"message\",\"message_id\":\"" UUID
+          "\",\"message_type\":\"chat\",\"occurred_at\":\"" TIME "\",\"sequence\":" VAL
+          ",\"source\":\"operator\"},{\"item\":\"delivery\",\"message_id\":\"" UUID
+          "\",\"occurred_at\":\"" TIME "\",\"sequence\":" VAL
+          ",\"status\":\"delivered\",\"transport\":\"model\"},{\"item\":\"chat\",\"observation_"
+          "id\":\"" UUID "\",\"occurred_at\":\"" TIME "\",\"sequence\":" VAL
+          ",\"signal\":\"message\",\"text\":\"" STR "\"},{\"attention\":\"" STR
+          "\",\"item\":\"state\",\"lifecycle\":\"" STR "\",\"occurred_at\":\"" TIME
+          "\",\"sequence\":" VAL ",\"summary\":\"" STR "\"}]"),
+    F("wake_reason", FROM_TEXT, "\"user\""),
+    SHAPE("started_at", BARE "\"" TIME "\""),
+};
+static const unsigned char projection_order[] = {0, 1,  2,  3,  4,  5,  6,  7, 8,
+                                                 9, 10, 11, 12, 13, 16, 14, 15};
+
 struct kind_fields {
     const char *kind;
     const struct field *f;
@@ -180,10 +229,12 @@ static const struct kind_fields kinds[] = {
     {"message", message_fields, message_order, (int)VG_ARRAY_LEN(message_fields)},
     {"journal", journal_fields, journal_order, (int)VG_ARRAY_LEN(journal_fields)},
     {"run_tool_call", tool_call_fields, tool_call_order, (int)VG_ARRAY_LEN(tool_call_fields)},
+    {"run_projection", projection_fields, projection_order, (int)VG_ARRAY_LEN(projection_fields)},
 };
 _Static_assert(VG_ARRAY_LEN(message_order) == VG_ARRAY_LEN(message_fields), "message order");
 _Static_assert(VG_ARRAY_LEN(journal_order) == VG_ARRAY_LEN(journal_fields), "journal order");
 _Static_assert(VG_ARRAY_LEN(tool_call_order) == VG_ARRAY_LEN(tool_call_fields), "tool order");
+_Static_assert(VG_ARRAY_LEN(projection_order) == VG_ARRAY_LEN(projection_fields), "proj order");
 
 static const struct kind_fields *fields_of(const char *kind)
 {
@@ -403,9 +454,11 @@ static int holds_row_value(const struct member *m, const struct field *f, const 
 #define UUID_C '\x06'
 #define HEX64_C '\x07'
 #define BARE_C '\x08'
+#define TIME_C '\x09'
 /* An own-value hole: the text of one of the body's own values (struct own). */
 #define OWN_HOLE(c) ((c) == PREV_C || (c) == HASH_C || (c) == ID_C)
 #define ID_HOLE(c) ((c) == UUID_C || (c) == HEX64_C)
+#define TIME_TEXT_LEN 24
 
 static int is_field(const struct member *m, const char *key)
 {
@@ -418,6 +471,7 @@ static int is_field(const struct member *m, const char *key)
 struct own {
     const char *prev, *content, *id;
     size_t plen, clen, idlen;
+    int64_t at; /* the row's time, which TIME holes count from */
     int hashed; /* 1: hash holds it; -1: content has none */
     char hash[VG_SHA256_HEX_LEN + 1];
 };
@@ -443,6 +497,7 @@ static const char *string_member(const struct member *m, int n, const char *key,
 static struct own own_of(const struct member *m, int n, const struct vg_record *r, const char *prev)
 {
     struct own o = {0};
+    o.at = r->at;
     o.idlen = r->id ? strlen(r->id) : 0;
     o.id = o.idlen && plain(r->id, o.idlen) ? r->id : NULL;
     o.prev = string_member(m, n, "prev_id", &o.plen);
@@ -494,7 +549,8 @@ static const char *content_hash(struct own *o)
 static size_t fixed_len(const char *s)
 {
     size_t n = 0;
-    while (s[n] && !OWN_HOLE(s[n]) && !ID_HOLE(s[n]) && s[n] != STR_C && s[n] != VAL_C)
+    while (s[n] && !OWN_HOLE(s[n]) && !ID_HOLE(s[n]) && s[n] != STR_C && s[n] != VAL_C &&
+           s[n] != TIME_C)
         n++;
     return n;
 }
@@ -573,6 +629,38 @@ static int b64url_bytes(const char *p, size_t len, unsigned char *bytes, size_t 
         }
     }
     return got == n && (acc & ((1u << bits) - 1)) == 0;
+}
+
+/* The milliseconds of the time text at p (as vg_time_format_ms writes it, and nothing else) into
+ * ms; 0 when it is not one. */
+static int time_ms(const char *p, const char *end, int64_t *ms)
+{
+    char text[TIME_TEXT_LEN + 1], back[32];
+    if (end - p < TIME_TEXT_LEN || p[TIME_TEXT_LEN - 1] != 'Z')
+        return 0;
+    memcpy(text, p, TIME_TEXT_LEN);
+    text[TIME_TEXT_LEN] = '\0';
+    if (vg_time_parse_ms(text, ms) != 0)
+        return 0;
+    vg_time_format_ms(back, *ms);
+    return strcmp(back, text) == 0;
+}
+
+/* The time text of a TIME hole's stored milliseconds [p, e) from the row's time at, into out. */
+static int put_time_text(struct vg_buf *out, const char *p, const char *e, int64_t at)
+{
+    char digits[24], text[32], *stop = NULL;
+    size_t n = (size_t)(e - p);
+    if (n == 0 || n >= sizeof digits)
+        return 0;
+    memcpy(digits, p, n);
+    digits[n] = '\0';
+    long long d = strtoll(digits, &stop, 10);
+    if (*stop || !(digits[0] == '-' || (digits[0] >= '0' && digits[0] <= '9')))
+        return 0;
+    vg_time_format_ms(text, at + d);
+    vg_buf_puts(out, text);
+    return 1;
 }
 
 /* Id hole c's text from its stored base64url text [p, p + len), into out; 0 when it is not what
@@ -669,6 +757,14 @@ static int shape_match(const char *s, const char *v, const char *end, struct own
             put_b64url(holes, bytes, n);
             vg_buf_putc(holes, '"');
             v += tlen, s++;
+        } else if (*s == TIME_C) {
+            int64_t ms;
+            if (!time_ms(v, end, &ms))
+                return 0;
+            if (nholes++)
+                vg_buf_putc(holes, ',');
+            vg_buf_put_i64(holes, ms - o->at);
+            v += TIME_TEXT_LEN, s++;
         } else if (*s == STR_C || *s == VAL_C) {
             const char *e = hole_end(*s, v, end, s + 1);
             if (!e)
@@ -708,9 +804,12 @@ static int shape_expand(const char *s, const char *h, const char *hend, struct o
             if (!(t = own_text(*s, o, &olen)))
                 return 0;
             vg_buf_append(out, t, olen);
-        } else if (*s == STR_C || *s == VAL_C || ID_HOLE(*s)) {
+        } else if (*s == STR_C || *s == VAL_C || ID_HOLE(*s) || *s == TIME_C) {
             const char *e = p < end ? value_end(p, end) : NULL;
-            if (!e || e == p || (*s != VAL_C && (e - p < 2 || *p != '"' || e[-1] != '"')))
+            if (!e || e == p ||
+                (*s != VAL_C && *s != TIME_C && (e - p < 2 || *p != '"' || e[-1] != '"')))
+                return 0;
+            if (*s == TIME_C && !put_time_text(out, p, e, o->at))
                 return 0;
             if (ID_HOLE(*s) && !put_id_text(out, *s, p + 1, (size_t)(e - p - 2)))
                 return 0;

@@ -210,6 +210,7 @@ TEST(pack_and_unpack_are_inverse)
 /* OP's and ACTION's bytes as base64url, as an id hole stores them */
 #define OP_B64 "BlhjmfIQ4l5lfZENF78Xp_hQ1gsVyal73e8ctqGes0k"
 #define ACTION_B64 "AZCqqgAAcACAAAAAAAAAoQ"
+#define HASH_B64 "TgawCUjJGPIczbAroWxszRWQruMhfXjgcTtSLoj2KHE"
 #define ENVELOPE(action, status, result)                                                           \
     "\"{\\\"action_id\\\":\\\"" action "\\\",\\\"changed_entity_ids\\\":[],"                       \
     "\\\"changed_tokens\\\":[],\\\"operation_id\\\":\\\"" OP "\\\",\\\"replayed\\\":false,"        \
@@ -511,11 +512,80 @@ TEST(ids_stored_as_text_before_read_as_written)
     vg_buf_release(&back);
 }
 
+/* A finished chat turn's projection (src/journal/journal.c) as bench_peer leaves it: its
+ * constants, columns and shapes' keys are not stored, and it reads back as written. */
+#define PROJ_AT 1795965464290
+#define T0 "2026-11-29T15:17:44.126Z"
+#define T1 "2026-11-29T15:17:44.290Z"
+#define RUN_KEY "c78e18d072b5e7da546040f06efe9188b800b22ae90f95f1bbe8ceca00a973ec"
+#define RUN_KEY_B64 "x44Y0HK159pUYEDwbv6RiLgAsirpD5Xxu-jOygCpc-w"
+static const char projection[] =
+    "{\"activity\":\"idle\",\"agent_id\":\"" AGENT "\",\"attention\":\"none\","
+    "\"current_input_request_id\":null,\"ended_at\":\"" T1 "\",\"error\":null,"
+    "\"last_sequence\":42,\"latest_activity\":{\"activity\":\"reasoning\",\"model_call\":{"
+    "\"attempts\":1,\"cached_tokens\":0,\"cost_micros\":0,\"input_tokens\":260,\"latency_ms\":1,"
+    "\"model\":\"steps-12\",\"output_tokens\":1,\"provider\":\"openai\",\"stop_reason\":"
+    "\"end_turn\"},\"occurred_at\":\"" T1 "\",\"sequence\":40,\"telemetry\":{\"cached_tokens\":0,"
+    "\"cost_micros\":0,\"input_tokens\":1820,\"model_calls\":13,\"output_tokens\":145,"
+    "\"tool_calls\":12,\"total_tokens\":1965}},\"lifecycle\":\"completed\",\"model\":\"steps-12\","
+    "\"parent_run_id\":null,\"processed_messages\":{\"count\":1,\"digest\":\"" OP "\"},"
+    "\"processed_observations\":{\"count\":1,\"digest\":\"" HASH "\"},\"run_id\":\"" RUN_ID "\","
+    "\"run_key\":\"" RUN_KEY "\",\"scope\":\"agent\",\"started_at\":\"" T0
+    "\",\"summary\":\"done\","
+    "\"thread_id\":\"" THREAD "\",\"timeline\":[{\"item\":\"started\",\"occurred_at\":\"" T0 "\","
+    "\"run_key\":\"" RUN_KEY "\",\"sequence\":1,\"wake_reason\":\"user\"},{\"item\":\"message\","
+    "\"message_id\":\"" ACTION "\",\"message_type\":\"chat\",\"occurred_at\":\"" T0 "\","
+    "\"sequence\":2,\"source\":\"operator\"},{\"item\":\"delivery\",\"message_id\":\"" ACTION "\","
+    "\"occurred_at\":\"" T0 "\",\"sequence\":3,\"status\":\"delivered\",\"transport\":\"model\"},"
+    "{\"item\":\"chat\",\"observation_id\":\"" ACTION "\",\"occurred_at\":\"" T1 "\","
+    "\"sequence\":41,\"signal\":\"message\",\"text\":\"done \\\"quoted\\\"\"},{\"attention\":"
+    "\"none\",\"item\":\"state\",\"lifecycle\":\"completed\",\"occurred_at\":\"" T1 "\","
+    "\"sequence\":42,\"summary\":\"done\"}],\"timeline_count\":5,\"wake_reason\":\"user\"}";
+
+TEST(a_finished_runs_projection_stores_the_holes_of_its_shapes)
+{
+    struct vg_record r = {.kind = "run_projection",
+                          .id = RUN_ID,
+                          .owner = AGENT,
+                          .k1 = RUN_ID,
+                          .k2 = "",
+                          .seq = 0,
+                          .at = PROJ_AT};
+    check_packed(
+        &r, projection,
+        "{\"\":131071,\"last_sequence\":42,\"latest_activity\":[1,0,0,260,1,\"steps-12\",1,"
+        "\"openai\",\"end_turn\",0,40,0,0,1820,13,145,12,1965],\"model\":\"steps-12\","
+        "\"processed_messages\":[1,\"" OP_B64 "\"],\"processed_observations\":[1,\"" HASH_B64 "\"],"
+        "\"run_key\":\"" RUN_KEY_B64
+        "\",\"started_at\":-164,\"summary\":\"done\",\"thread_id\":\"" THREAD
+        "\",\"timeline\":[-164,\"" RUN_KEY_B64 "\",\"user\",\"" ACTION_B64 "\",-164,2,\"" ACTION_B64
+        "\",-164,3,\"" ACTION_B64 "\",0,41,\"done \\\"quoted\\\"\",\"none\",\"completed\",0,42,"
+        "\"done\"],\"timeline_count\":5}");
+    /* a running turn's, a time written otherwise, a timeline of other items: read as written */
+    const char *others[][2] = {
+        {"\"lifecycle\":\"completed\"", "\"lifecycle\":\"running\""},
+        {"\"ended_at\":\"" T1 "\"", "\"ended_at\":null"},
+        {"\"started_at\":\"" T0 "\"", "\"started_at\":\"2026-11-29T15:17:44Z\""},
+        {"\"started_at\":\"" T0 "\"", "\"started_at\":\"2026-11-29T15:17:44.126+00:00\""},
+        {"\"source\":\"operator\"", "\"source\":\"api\""},
+        {"\"sequence\":40,", "\"sequence\":\"40\","},
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(others); i++) {
+        char body[sizeof projection + 64];
+        const char *at = strstr(projection, others[i][0]);
+        ASSERT(at != NULL);
+        snprintf(body, sizeof body, "%.*s%s%s", (int)(at - projection), projection, others[i][1],
+                 at + strlen(others[i][0]));
+        check_packed(&r, body, NULL);
+    }
+}
+
 int main(void)
 {
     RUN(a_message_keeps_its_ids_once_and_reads_as_written);
     RUN(a_messages_ids_are_stored_as_their_bytes);
     RUN(ids_stored_as_text_before_read_as_written);
+    RUN(a_finished_runs_projection_stores_the_holes_of_its_shapes);
     RUN(a_value_other_than_the_columns_is_kept);
     RUN(texts_that_cannot_be_packed_read_as_written);
     RUN(rows_stored_in_the_full_form_read_as_they_are);
