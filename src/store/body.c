@@ -218,6 +218,25 @@ static const struct field projection_fields[] = {
 static const unsigned char projection_order[] = {0, 1,  2,  3,  4,  5,  6,  7, 8,
                                                  9, 10, 11, 12, 13, 16, 14, 15};
 
+/* A run's record (src/journal/history.c): id the run's, owner its agent, k1 its status, at its
+ * end. */
+static const struct field run_fields[] = {
+    F("agent_id", FROM_OWNER, NULL),
+    F("cost_micros", FROM_TEXT, "0"),
+    F("ended_at", FROM_AT, NULL),
+    F("error", FROM_TEXT, "null"),
+    F("pruned_activity", FROM_TEXT, "0"),
+    F("run_id", FROM_ID, NULL),
+    SHAPE("run_key", BARE "\"" HEX64 "\""),
+    F("scope", FROM_TEXT, "\"agent\""),
+    SHAPE("started_at", BARE "\"" TIME "\""),
+    F("status", FROM_K1, NULL),
+    SHAPE("usage",
+          "{\"cached_tokens\":" VAL ",\"input_tokens\":" VAL ",\"output_tokens\":" VAL "}"),
+    F("wake_reason", FROM_TEXT, "\"user\""),
+};
+static const unsigned char run_order[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+
 struct kind_fields {
     const char *kind;
     const struct field *f;
@@ -230,10 +249,12 @@ static const struct kind_fields kinds[] = {
     {"journal", journal_fields, journal_order, (int)VG_ARRAY_LEN(journal_fields)},
     {"run_tool_call", tool_call_fields, tool_call_order, (int)VG_ARRAY_LEN(tool_call_fields)},
     {"run_projection", projection_fields, projection_order, (int)VG_ARRAY_LEN(projection_fields)},
+    {"run", run_fields, run_order, (int)VG_ARRAY_LEN(run_fields)},
 };
 _Static_assert(VG_ARRAY_LEN(message_order) == VG_ARRAY_LEN(message_fields), "message order");
 _Static_assert(VG_ARRAY_LEN(journal_order) == VG_ARRAY_LEN(journal_fields), "journal order");
 _Static_assert(VG_ARRAY_LEN(tool_call_order) == VG_ARRAY_LEN(tool_call_fields), "tool order");
+_Static_assert(VG_ARRAY_LEN(run_order) == VG_ARRAY_LEN(run_fields), "run order");
 _Static_assert(VG_ARRAY_LEN(projection_order) == VG_ARRAY_LEN(projection_fields), "proj order");
 
 static const struct kind_fields *fields_of(const char *kind)

@@ -580,12 +580,42 @@ TEST(a_finished_runs_projection_stores_the_holes_of_its_shapes)
     }
 }
 
+/* A finished run's record (src/journal/history.c): its status, owner, id, end and constants not
+ * stored again, its start as milliseconds before its end. */
+TEST(a_finished_runs_record_stores_the_holes_of_its_shapes)
+{
+    struct vg_record r = {.kind = "run",
+                          .id = RUN_ID,
+                          .owner = AGENT,
+                          .k1 = "completed",
+                          .k2 = "",
+                          .seq = PROJ_AT - 164,
+                          .at = PROJ_AT};
+    static const char run[] =
+        "{\"agent_id\":\"" AGENT "\",\"cost_micros\":0,\"ended_at\":\"" T1 "\",\"error\":null,"
+        "\"model\":\"steps-12\",\"model_calls\":13,\"pruned_activity\":0,\"run_id\":\"" RUN_ID "\","
+        "\"run_key\":\"" RUN_KEY "\",\"scope\":\"agent\",\"started_at\":\"" T0 "\","
+        "\"status\":\"completed\",\"summary\":\"done\",\"thread_id\":\"" THREAD "\","
+        "\"tool_calls\":12,\"usage\":{\"cached_tokens\":0,\"input_tokens\":1820,"
+        "\"output_tokens\":145},\"wake_reason\":\"user\"}";
+    check_packed(&r, run,
+                 "{\"\":4095,\"model\":\"steps-12\",\"model_calls\":13,\"run_key\":\"" RUN_KEY_B64
+                 "\",\"started_at\":-164,\"summary\":\"done\",\"thread_id\":\"" THREAD
+                 "\",\"tool_calls\":12,\"usage\":[0,1820,145]}");
+    /* a running one (its status another, no end yet): read as written */
+    char body[sizeof run + 64];
+    snprintf(body, sizeof body, "%s", run);
+    memcpy(strstr(body, "\"completed\""), "\"running\"  ", 11);
+    check_packed(&r, body, NULL);
+}
+
 int main(void)
 {
     RUN(a_message_keeps_its_ids_once_and_reads_as_written);
     RUN(a_messages_ids_are_stored_as_their_bytes);
     RUN(ids_stored_as_text_before_read_as_written);
     RUN(a_finished_runs_projection_stores_the_holes_of_its_shapes);
+    RUN(a_finished_runs_record_stores_the_holes_of_its_shapes);
     RUN(a_value_other_than_the_columns_is_kept);
     RUN(texts_that_cannot_be_packed_read_as_written);
     RUN(rows_stored_in_the_full_form_read_as_they_are);
