@@ -242,14 +242,19 @@ struct kind_fields {
     const struct field *f;
     const unsigned char *order; /* the entries' positions in ascending key order */
     int n;
+    /* NULL, or a text the body must hold to be packed: a run's projection and record are
+     * rewritten as the run goes and only their last versions stay, so only a finished run's (it
+     * has an end) is worth the shapes' matching, once, not at every step. */
+    const char *when;
 };
 
 static const struct kind_fields kinds[] = {
-    {"message", message_fields, message_order, (int)VG_ARRAY_LEN(message_fields)},
-    {"journal", journal_fields, journal_order, (int)VG_ARRAY_LEN(journal_fields)},
-    {"run_tool_call", tool_call_fields, tool_call_order, (int)VG_ARRAY_LEN(tool_call_fields)},
-    {"run_projection", projection_fields, projection_order, (int)VG_ARRAY_LEN(projection_fields)},
-    {"run", run_fields, run_order, (int)VG_ARRAY_LEN(run_fields)},
+    {"message", message_fields, message_order, (int)VG_ARRAY_LEN(message_fields), NULL},
+    {"journal", journal_fields, journal_order, (int)VG_ARRAY_LEN(journal_fields), NULL},
+    {"run_tool_call", tool_call_fields, tool_call_order, (int)VG_ARRAY_LEN(tool_call_fields), NULL},
+    {"run_projection", projection_fields, projection_order, (int)VG_ARRAY_LEN(projection_fields),
+     "\"ended_at\":\""},
+    {"run", run_fields, run_order, (int)VG_ARRAY_LEN(run_fields), "\"ended_at\":\""},
 };
 _Static_assert(VG_ARRAY_LEN(message_order) == VG_ARRAY_LEN(message_fields), "message order");
 _Static_assert(VG_ARRAY_LEN(journal_order) == VG_ARRAY_LEN(journal_fields), "journal order");
@@ -931,6 +936,8 @@ int vg_body_pack_prev(const struct vg_record *r, const char *prev, struct vg_buf
     size_t len = strlen(r->body);
     if (!k)
         return 0;
+    if (k->when && !strstr(r->body, k->when))
+        return escape_marker(r, out);
     int n = len >= 2 && r->body[0] == '{' && r->body[len - 1] == '}'
                 ? members_of(r->body + 1, r->body + len - 1, m)
                 : -1;
