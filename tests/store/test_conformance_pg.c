@@ -101,6 +101,81 @@ TEST(pg_migrations_and_versions)
                    " DROP SCHEMA vg_foreign CASCADE");
 }
 
+/* PostgreSQL's 13 (SQLite's 21; tests/store/test_migrations.c has the same for SQLite): a
+ * database of schema 12 holds a message's ids as text and a finished run's projection whole;
+ * upgraded, it reads every body as written, leaves the rows as they were stored, and the same
+ * bodies written again take the new form (ids as their bytes). */
+#define S12_ACTION "0190aaaa-0000-7000-8000-0000000000a1"
+#define S12_ACTION_B64 "AZCqqgAAcACAAAAAAAAAoQ"
+#define S12_RUN "0190aaaa-0000-7000-8000-0000000000b1"
+#define S12_OP "06586399f210e25e657d910d17bf17a7f850d60b15c9a97bddef1cb6a19eb349"
+#define S12_RESULT_STORED                                                                          \
+    "{\"\":24576,\"content\":[\"" S12_OP "\",\"\\\"12\\\"\"],\"metadata\":[\"add\"],"              \
+    "\"prev_id\":\"" S12_ACTION "\",\"run_id\":\"" S12_RUN "\",\"tokens\":57}"
+#define S12_PROJECTION                                                                             \
+    "{\"activity\":\"idle\",\"ended_at\":\"1970-01-01T00:00:01.000Z\",\"run_key\":\"" S12_OP "\"}"
+static const char s12_result[] =
+    "{\"content\":\"{\\\"action_id\\\":\\\"" S12_ACTION "\\\",\\\"changed_entity_ids\\\":[],"
+    "\\\"changed_tokens\\\":[],\\\"operation_id\\\":\\\"" S12_OP "\\\",\\\"replayed\\\":false,"
+    "\\\"result\\\":\\\"12\\\",\\\"status\\\":\\\"success\\\"}\",\"metadata\":{\"actionRefId\":"
+    "\"" S12_ACTION "\",\"toolName\":\"add\"},\"prev_id\":\"" S12_ACTION "\",\"run_id\":\"" S12_RUN
+    "\",\"tokens\":57}";
+
+static void pg_check_body(struct vg_store *s, const char *kind, const char *id, const char *want)
+{
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, kind, id, &g, E));
+    ASSERT_STREQ(g->body, want);
+    vg_free(g);
+}
+
+TEST(pg_a_schema_12_databases_ids_read_as_written_after_the_upgrade)
+{
+    char uri[1024], got[64];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1, .target_version = 12};
+    vg_test_pg_schema_uri("vg_mig_s12", 1, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    struct vg_record m = {"message", "m12", "a", "t", "toolResult", 1, 0, 1000, "{}"};
+    struct vg_record p = {"run_projection", "p12", "a", "p12", "", 0, 0, 1000, "{}"};
+    ASSERT_OK(vg_store_put(s, &m, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &p, 0, NULL, E));
+    vg_store_close(s);
+    vg_test_pg_sql("UPDATE vg_mig_s12.records SET body = '" S12_RESULT_STORED "' WHERE id = 'm12'");
+    vg_test_pg_sql("UPDATE vg_mig_s12.records SET body = '" S12_PROJECTION "' WHERE id = 'p12'");
+
+    o.target_version = 0;
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    int v = 0;
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &v, E));
+    ASSERT(v >= 13);
+    pg_check_body(s, "message", "m12", s12_result);
+    pg_check_body(s, "run_projection", "p12", S12_PROJECTION);
+    m.id = "m13";
+    m.body = s12_result;
+    p.id = p.k1 = "p13";
+    p.body = S12_PROJECTION;
+    ASSERT_OK(vg_store_put(s, &m, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &p, 0, NULL, E));
+    pg_check_body(s, "message", "m13", s12_result);
+    pg_check_body(s, "run_projection", "p13", S12_PROJECTION);
+    vg_store_close(s);
+    vg_test_pg_value(
+        "SELECT count(*) FROM vg_mig_s12.records WHERE (id = 'm12' AND body = '" S12_RESULT_STORED
+        "') OR (id = 'p12' AND body = '" S12_PROJECTION "')",
+        got, sizeof got);
+    ASSERT_STREQ(got, "2");
+    vg_test_pg_value("SELECT count(*) FROM vg_mig_s12.records WHERE id = 'm13' AND body LIKE "
+                     "'%\"prev_id\":\"" S12_ACTION_B64 "\"%' AND body NOT LIKE '%" S12_OP "%'",
+                     got, sizeof got);
+    ASSERT_STREQ(got, "1");
+    vg_test_pg_value("SELECT count(*) FROM vg_mig_s12.records WHERE id = 'p13' AND body NOT LIKE "
+                     "'%" S12_OP "%'",
+                     got, sizeof got);
+    ASSERT_STREQ(got, "1");
+    vg_test_pg_sql("DROP SCHEMA vg_mig_s12 CASCADE");
+}
+
 static int count_hit(void *user, const char *id, double score)
 {
     VG_UNUSED(id);
@@ -204,6 +279,7 @@ int main(void)
     vg_store_conformance(&op);
     drop_schemas(po.n);
     RUN(pg_migrations_and_versions);
+    RUN(pg_a_schema_12_databases_ids_read_as_written_after_the_upgrade);
     RUN(pg_text_index_limits);
     RUN(pg_does_not_share_syncs);
     RUN(pg_unreachable);

@@ -441,11 +441,105 @@ TEST(newer_schema_refused_untouched)
     vg_free(after);
 }
 
+/* Schema 21 stores a message's ids (prev_id, run_id, an operation id) as their bytes and a
+ * finished run's projection as its shapes' holes (store/body.c); a store of schema 20 holds them
+ * as text. Such a store, upgraded, reads every body as it was written, its rows as they were
+ * stored (nothing is rewritten), and the same bodies written again take the new form. */
+#define S20_ACTION "0190aaaa-0000-7000-8000-0000000000a1"
+#define S20_ACTION_B64 "AZCqqgAAcACAAAAAAAAAoQ"
+#define S20_RUN "0190aaaa-0000-7000-8000-0000000000b1"
+#define S20_OP "06586399f210e25e657d910d17bf17a7f850d60b15c9a97bddef1cb6a19eb349"
+static const char s20_result_stored[] =
+    "{\"\":24576,\"content\":[\"" S20_OP
+    "\",\"\\\"12\\\"\"],\"metadata\":[\"add\"],\"prev_id\":\"" S20_ACTION "\",\"run_id\":\"" S20_RUN
+    "\",\"tokens\":57}";
+static const char s20_result[] =
+    "{\"content\":\"{\\\"action_id\\\":\\\"" S20_ACTION "\\\",\\\"changed_entity_ids\\\":[],"
+    "\\\"changed_tokens\\\":[],\\\"operation_id\\\":\\\"" S20_OP "\\\",\\\"replayed\\\":false,"
+    "\\\"result\\\":\\\"12\\\",\\\"status\\\":\\\"success\\\"}\",\"metadata\":{\"actionRefId\":"
+    "\"" S20_ACTION "\",\"toolName\":\"add\"},\"prev_id\":\"" S20_ACTION "\",\"run_id\":\"" S20_RUN
+    "\",\"tokens\":57}";
+static const char s20_projection[] =
+    "{\"activity\":\"idle\",\"ended_at\":\"1970-01-01T00:00:01.000Z\","
+    "\"run_key\":\"" S20_OP "\"}";
+
+static void set_body(const char *path, const char *id, const char *body)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE records SET body = ?1 WHERE id = ?2", -1, &st, NULL),
+              SQLITE_OK);
+    sqlite3_bind_text(st, 1, body, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+    ASSERT_EQ(sqlite3_changes(db), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void check_body(struct vg_store *s, const char *kind, const char *id, const char *want)
+{
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, kind, id, &g, E));
+    ASSERT_STREQ(g->body, want);
+    vg_free(g);
+}
+
+TEST(a_schema_20_stores_ids_read_as_written_after_the_upgrade)
+{
+    int latest = latest_version();
+    ASSERT(latest >= 21);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/s20.db", dir);
+    struct vg_store_options o = {.create_if_missing = 1, .target_version = 20};
+    struct vg_store *s = NULL;
+    ASSERT_OK(vg_store_open(path, &o, &s, E));
+    struct vg_record m = {"message", "m20", "a", "t", "toolResult", 1, 0, 1000, "{}"};
+    struct vg_record p = {"run_projection", "p20", "a", "p20", "", 0, 0, 1000, "{}"};
+    ASSERT_OK(vg_store_put(s, &m, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &p, 0, NULL, E));
+    vg_store_close(s);
+    /* the rows as schema 20 stored them */
+    set_body(path, "m20", s20_result_stored);
+    set_body(path, "p20", s20_projection);
+
+    struct vg_store_options now = {0};
+    ASSERT_OK(vg_store_open(path, &now, &s, E));
+    ASSERT_EQ(schema_version(s), latest);
+    check_body(s, "message", "m20", s20_result);
+    check_body(s, "run_projection", "p20", s20_projection);
+    m.id = "m21";
+    m.body = s20_result;
+    p.id = p.k1 = "p21";
+    p.body = s20_projection;
+    ASSERT_OK(vg_store_put(s, &m, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &p, 0, NULL, E));
+    check_body(s, "message", "m21", s20_result);
+    check_body(s, "run_projection", "p21", s20_projection);
+    vg_store_close(s);
+    /* the old rows untouched; the new ones in the new form */
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE id = 'm20' AND body LIKE "
+                               "'%\"prev_id\":\"" S20_ACTION "\"%'"),
+              1);
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE id = 'p20' AND body LIKE "
+                               "'{\"activity\":\"idle\"%'"),
+              1);
+    ASSERT_EQ(sqlite_int(path,
+                         "SELECT count(*) FROM records WHERE id = 'm21' AND body LIKE "
+                         "'%\"prev_id\":\"" S20_ACTION_B64 "\"%' AND body NOT LIKE '%" S20_OP "%'"),
+              1);
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE id = 'p21' AND body NOT LIKE "
+                               "'%run_key\":\"" S20_OP "%'"),
+              1);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("migrations"));
     RUN(upgrade_from_every_version);
     RUN(uuid_keys_stored_as_bytes_read_back_as_written);
     RUN(newer_schema_refused_untouched);
+    RUN(a_schema_20_stores_ids_read_as_written_after_the_upgrade);
     return 0;
 }
