@@ -635,6 +635,17 @@ static void put_b64url(struct vg_buf *b, const unsigned char *bytes, size_t n)
         vg_buf_putc(b, b64url[(acc << (6 - bits)) & 63]);
 }
 
+static int b64url_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '-' ? 62 : c == '_' ? 63 : -1;
+}
+
 /* The bytes of base64url text [p, p + len) that put_b64url writes for n bytes, or 0 (another
  * length, another character, bits past the last byte that are not 0). */
 static int b64url_bytes(const char *p, size_t len, unsigned char *bytes, size_t n)
@@ -645,10 +656,10 @@ static int b64url_bytes(const char *p, size_t len, unsigned char *bytes, size_t 
     if (len != (n * 8 + 5) / 6)
         return 0;
     for (size_t i = 0; i < len; i++) {
-        const char *at = p[i] ? strchr(b64url, p[i]) : NULL;
-        if (!at)
+        int v = b64url_value(p[i]);
+        if (v < 0)
             return 0;
-        acc = (acc << 6 | (unsigned)(at - b64url)) & 0xfff;
+        acc = (acc << 6 | (unsigned)v) & 0xfff;
         if ((bits += 6) >= 8) {
             bytes[got++] = (unsigned char)(acc >> (bits - 8));
             bits -= 8;
