@@ -63,7 +63,7 @@ TEST(a_closed_runtime_gives_its_memory_back)
      * one-time state) and pages partly in use. */
     if (closed_kib - before > (open_kib - before) / 2)
         TEST_FAIL_("closed, the process still holds %ld of the %ld KiB the runtime took",
-             closed_kib - before, open_kib - before);
+                   closed_kib - before, open_kib - before);
     free(host);
 }
 
