@@ -11,6 +11,10 @@
 
 #define AGENTS 60
 
+/* Under AddressSanitizer the heap is its allocator's, which keeps freed blocks in quarantine on
+ * purpose; what is checked here is the C library's. */
+#ifndef VG_ASAN
+
 /* The process's anonymous resident memory in KiB, counted page by page (smaps_rollup). */
 static long anonymous_kib(void)
 {
@@ -67,8 +71,12 @@ TEST(a_closed_runtime_gives_its_memory_back)
     free(host);
 }
 
+#endif
+
 int main(void)
 {
+#ifndef VG_ASAN
     RUN(a_closed_runtime_gives_its_memory_back);
+#endif
     return 0;
 }
