@@ -175,7 +175,8 @@ VIGIL_API void vigil_runtime_options_default(vigil_runtime_options *opts);
  */
 VIGIL_API vigil_code vigil_runtime_open(const vigil_runtime_options *opts, vigil_runtime **out,
                                         vigil_error *err);
-/* Close a runtime and its store. NULL is a no-op. */
+/* Close a runtime and its store. NULL is a no-op. The memory the runtime held goes back to the
+ * system (with glibc, malloc_trim: the process's free heap pages, not only the runtime's). */
 VIGIL_API void vigil_runtime_close(vigil_runtime *rt);
 /* A hint that the reads made on rt until the matching call with on = 0 may share one snapshot
  * of the store (SQLite: one read transaction and one shared-memory lock instead of one per

@@ -6,6 +6,9 @@
 
 #include <jansson.h>
 #include <stdatomic.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 /* The allocator port (alloc.h): NULL, the C library's, unless a program set one. */
 static _Atomic(const struct vg_alloc_port *) port;
@@ -51,6 +54,13 @@ void *vg_realloc(void *ptr, size_t n)
     const struct vg_alloc_port *p = atomic_load_explicit(&port, memory_order_acquire);
     n = n ? n : 1;
     return counted(p ? p->realloc(p->user, ptr, n) : realloc(ptr, n));
+}
+
+void vg_alloc_release_free(void)
+{
+#ifdef __GLIBC__
+    (void)malloc_trim(0);
+#endif
 }
 
 unsigned long vg_alloc_failures(void)

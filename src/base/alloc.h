@@ -41,6 +41,14 @@ int vg_alloc_has_port(void);
  */
 unsigned long vg_alloc_failures(void);
 
+/*
+ * Hands the C library's free heap pages back to the system (glibc's malloc_trim; nothing
+ * elsewhere). Freed memory otherwise stays resident in the process: a closed runtime's (some
+ * 8 MB after a hundred agents' turns) then lay under everything the process did later, its
+ * libraries' exit handlers included (docs/internals/PERF.md, "Session 35").
+ */
+void vg_alloc_release_free(void);
+
 /* Route jansson's allocations through vg_malloc/vg_free. Idempotent. */
 void vg_alloc_install_json(void);
 

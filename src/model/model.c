@@ -89,6 +89,15 @@ vigil_code vg_model_new(const struct vg_model_options *opts, struct vg_model **o
     rc = entry->create(opts, &m, err);
     if (rc != VIGIL_OK)
         return rc;
+    /* A provider that speaks HTTP loads libcurl now, while the process is small. The load
+     * reads some thirty libraries' tables (about 5.5 MB resident for a moment, handed back once
+     * loaded: os/dl.h); at the first request instead, that moment came on top of every run in
+     * flight, and set the peak of a hundred agents at once (docs/internals/PERF.md, "Session
+     * 35"). A library that cannot be loaded is told by the first request, as before. */
+    if (!(m->methods->caps & VG_MODEL_CAP_SCRIPTED)) {
+        vigil_error later = {0};
+        (void)vg_libcurl_load(&later);
+    }
     m->clock = opts->clock ? opts->clock : vg_clock_real();
     /* On the adapter itself: a record wrapper passes each call on to it. */
     m->max_tokens = opts->max_tokens > 0 ? opts->max_tokens : 0;

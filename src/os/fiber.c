@@ -247,16 +247,23 @@ void vg_fiber_sched_set_io(struct vg_fiber_sched *s, const struct vg_fiber_io *i
  * A parked fiber holds nothing it will read again below the frame it parked in: those pages go
  * back to the system, so a hundred parked fibers keep only the frames they park in (8-12 KiB
  * each), not each the deepest call it ever made (a commit in SQLite, libcurl, a tool call:
- * 20-28 KiB). One page under vg_fiber_park's frame is kept for the frames of the switch itself;
- * the pages come back zeroed at the next touch, as an untouched stack's do. The cost, a
- * madvise(2) a park and the faults of going deep again, is in docs/internals/PERF.md
+ * 20-28 KiB). The pages come back zeroed at the next touch, as an untouched stack's do. The
+ * cost, a madvise(2) a park and the faults of going deep again, is in docs/internals/PERF.md
  * (session 33).
+ *
+ * Under vg_fiber_park's frame, the switch leaves only the registers it saved and the return
+ * address of swapcontext (40 bytes in the optimized build, objdump); PARK_BELOW_BYTES keeps
+ * room to spare for other compilers and the sanitizers. Keeping a whole page under the frame
+ * instead kept one page more a parked fiber where the frame lies past those bytes into its page
+ * (most parks: a hundred agents' 16 KiB became 12 KiB, PERF.md session 35).
  */
+#define PARK_BELOW_BYTES 512
+
 static void release_unused_stack(struct vg_fiber *f)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     char *low = (char *)f->map + page;
-    char *keep = (char *)((uintptr_t)f->park_frame & ~(uintptr_t)(page - 1)) - page;
+    char *keep = (char *)((uintptr_t)(f->park_frame - PARK_BELOW_BYTES) & ~(uintptr_t)(page - 1));
     if (keep > low)
         (void)madvise(low, (size_t)(keep - low), MADV_DONTNEED);
 }

@@ -214,6 +214,10 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_ids_free(rt->env.ids);
     vg_free(rt->own_clock);
     vg_free(rt);
+    /* What the runtime held is free now: back to the system, not left resident under what the
+     * process does next (its exit included, where Debian's libcurl's libraries fault their
+     * pages back in: the process's peak was there, PERF.md session 35). */
+    vg_alloc_release_free();
 }
 
 void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user)

@@ -1148,9 +1148,39 @@ TEST(configured_max_tokens_is_sent_when_the_request_sets_none)
     vg_free(body);
 }
 
+#ifndef VIGIL_CURL_LINKED
+/* Whether a library whose file name contains name is mapped into this process. */
+static int mapped(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    ASSERT(f != NULL);
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Its first case: no request made before it. The load's passing peak comes while the process
+ * is small, not on top of the runs in flight at the first request (src/model/model.c). */
+TEST(an_http_provider_loads_libcurl_when_it_is_made)
+{
+    ASSERT(!mapped("/libcurl.so"));
+    struct vg_model_options o = {.provider = "openai", .base_url = "http://127.0.0.1:1/v1"};
+    struct vg_model *m = NULL;
+    ASSERT_OK(vg_model_new(&o, &m, E));
+    ASSERT(mapped("/libcurl.so"));
+    vg_model_free(m);
+}
+#endif
+
 int main(void)
 {
     vg_alloc_install_json();
+#ifndef VIGIL_CURL_LINKED
+    RUN(an_http_provider_loads_libcurl_when_it_is_made);
+#endif
     RUN(text_stream_with_usage);
     RUN(dumped_schema_sent_as_it_is);
     RUN(single_tool_stream_split_arguments);
