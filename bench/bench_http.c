@@ -571,45 +571,62 @@ static void compare_chat(const char *agent, const char *other, struct block *h, 
 #define TURN_PAIRS 1000
 
 struct turn {
-    double wall, cpu;
+    double wall, cpu, self, daemon, switches; /* switches: the daemon's voluntary ones */
 };
-
-static double daemon_cpu_ns(void)
-{
-    return daemon_threads().cpu_ns;
-}
 
 static struct turn one_turn(CURL *c, vigil_runtime *rt, const char *agent)
 {
     struct turn t;
     struct timespec pause = {0, 2 * 1000 * 1000};
-    double d0 = daemon_cpu_ns(), self0 = bench_cpu_s(), t0 = bench_wall_s();
+    struct threads d0 = daemon_threads();
+    double self0 = bench_cpu_s(), t0 = bench_wall_s();
     if (c)
         chat_http(c, 1);
     else
         chat_c(rt, agent, 1);
     t.wall = bench_wall_s() - t0;
-    double self = bench_cpu_s() - self0;
+    t.self = bench_cpu_s() - self0;
     nanosleep(&pause, NULL); /* not a wait for an event: see above */
-    t.cpu = self + (daemon_cpu_ns() - d0) / 1e9;
+    struct threads d1 = daemon_threads();
+    t.daemon = (d1.cpu_ns - d0.cpu_ns) / 1e9;
+    t.switches = d1.voluntary - d0.voluntary;
+    t.cpu = t.self + t.daemon;
     return t;
 }
 
-/* Median, quartiles and the 10th and 90th percentiles of n values, in ms. */
-static void print_spread(const char *what, double *v, int n)
+/* Median, quartiles and the 10th and 90th percentiles of n values, times scale. */
+static void print_spread(const char *what, double *v, int n, double scale)
 {
     double q[5] = {0.10, 0.25, 0.5, 0.75, 0.90};
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     printf("  %-34s", what);
     for (int i = 0; i < 5; i++)
-        printf(" %+8.3f", v[(int)(q[i] * (n - 1) + 0.5)] * 1e3);
+        printf(" %+8.3f", v[(int)(q[i] * (n - 1) + 0.5)] * scale);
     printf("\n");
+}
+
+/* One figure of the pairs: each side's spread, then the pairs' differences'. */
+static void print_pairs(const char *what, const struct turn *h, const struct turn *c, size_t at,
+                        double scale)
+{
+    static double hv[TURN_PAIRS], cv[TURN_PAIRS], dv[TURN_PAIRS];
+    char label[64];
+    for (int i = 0; i < TURN_PAIRS; i++) {
+        memcpy(&hv[i], (const char *)&h[i] + at, sizeof(double));
+        memcpy(&cv[i], (const char *)&c[i] + at, sizeof(double));
+        dv[i] = hv[i] - cv[i];
+    }
+    snprintf(label, sizeof label, "%s, HTTP", what);
+    print_spread(label, hv, TURN_PAIRS, scale);
+    snprintf(label, sizeof label, "%s, C API", what);
+    print_spread(label, cv, TURN_PAIRS, scale);
+    snprintf(label, sizeof label, "%s, HTTP adds (pairs)", what);
+    print_spread(label, dv, TURN_PAIRS, scale);
 }
 
 static void compare_turns(const char *agent, const char *other)
 {
-    static double hw[TURN_PAIRS], cw[TURN_PAIRS], dw[TURN_PAIRS];
-    static double hc[TURN_PAIRS], cc[TURN_PAIRS], dc[TURN_PAIRS];
+    static struct turn h[TURN_PAIRS], c[TURN_PAIRS];
     struct curl_slist *hdr = NULL;
     CURL *client = chat_client(agent, &hdr);
     vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
@@ -618,29 +635,27 @@ static void compare_turns(const char *agent, const char *other)
     chat_http(client, CHAT_TURNS);
     chat_c(rt, other, CHAT_TURNS);
     for (int i = 0; i < TURN_PAIRS; i++) {
-        struct turn h, c;
         if (i % 2) {
-            c = one_turn(NULL, rt, other);
-            h = one_turn(client, NULL, agent);
+            c[i] = one_turn(NULL, rt, other);
+            h[i] = one_turn(client, NULL, agent);
         } else {
-            h = one_turn(client, NULL, agent);
-            c = one_turn(NULL, rt, other);
+            h[i] = one_turn(client, NULL, agent);
+            c[i] = one_turn(NULL, rt, other);
         }
-        hw[i] = h.wall, cw[i] = c.wall, dw[i] = h.wall - c.wall;
-        hc[i] = h.cpu, cc[i] = c.cpu, dc[i] = h.cpu - c.cpu;
     }
     vigil_runtime_close(rt);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(client);
     printf("a chat turn (scripted model): %d pairs of single turns, HTTP and C API alternately "
-           "first; ms a turn at the 10th, 25th, 50th, 75th, 90th percentiles:\n",
+           "first; ms a turn at the 10th, 25th, 50th, 75th, 90th percentiles (CPU both: the "
+           "daemon's and this process's; CPU bench: this process's, the client or the turn):\n",
            TURN_PAIRS);
-    print_spread("wall, HTTP", hw, TURN_PAIRS);
-    print_spread("wall, C API", cw, TURN_PAIRS);
-    print_spread("wall, HTTP adds (pairs)", dw, TURN_PAIRS);
-    print_spread("CPU both processes, HTTP", hc, TURN_PAIRS);
-    print_spread("CPU both processes, C API", cc, TURN_PAIRS);
-    print_spread("CPU, HTTP adds (pairs)", dc, TURN_PAIRS);
+    print_pairs("wall", h, c, offsetof(struct turn, wall), 1e3);
+    print_pairs("CPU both", h, c, offsetof(struct turn, cpu), 1e3);
+    print_pairs("CPU daemon", h, c, offsetof(struct turn, daemon), 1e3);
+    print_pairs("CPU bench", h, c, offsetof(struct turn, self), 1e3);
+    printf("  the daemon's voluntary context switches a turn (not ms):\n");
+    print_pairs("switches", h, c, offsetof(struct turn, switches), 1);
 }
 
 /* The floor server answering as many bytes as the daemon's read of agent, loaded alike. */
