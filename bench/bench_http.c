@@ -29,7 +29,8 @@
  * docs/internals/PERF.md), so it is not what bounds the figure; a leaner client of our own
  * would do the same recv, send and epoll_wait calls a request.
  * Usage: bench_http [SECONDS [PARTS]] (wrk's duration, default 10; PARTS: any of "reads",
- * "chat", "streams", comma separated, default all). Needs wrk (scripts/deps.sh test)
+ * "chat", "streams", "pairs" (a chat turn in 1,000 pairs of single turns), comma separated,
+ * default all but pairs; "pairs" alone skips the blocks). Needs wrk (scripts/deps.sh test)
  * and the built command ($VIGIL_CLI, else the build folder's).
  */
 #include "base/common.h"
@@ -559,6 +560,104 @@ static void compare_chat(const char *agent, const char *other, struct block *h, 
     curl_easy_cleanup(client);
 }
 
+/* Single turns in pairs (session 35): one over HTTP and one through the C API, alternately
+ * first, TURN_PAIRS times, each side's figures taken around its one turn: the wall, and the CPU
+ * of both processes (the daemon's threads' run time, ns, and this process's). A pair's two
+ * turns are a few milliseconds apart, so the machine's load moves both alike, where the blocks
+ * above are seconds apart. The daemon's poll (every 250 ms) reads both sides' turns and lands in
+ * one turn of either side in fifty or so: the median leaves it out, the upper tail shows it. The
+ * daemon's answer goes out before its thread is done with the request (back to its epoll
+ * wait): a short pause after each turn keeps that work in its own turn's figures. */
+#define TURN_PAIRS 1000
+
+struct turn {
+    double wall, cpu, self, daemon, switches; /* switches: the daemon's voluntary ones */
+};
+
+static struct turn one_turn(CURL *c, vigil_runtime *rt, const char *agent)
+{
+    struct turn t;
+    struct timespec pause = {0, 2 * 1000 * 1000};
+    struct threads d0 = daemon_threads();
+    double self0 = bench_cpu_s(), t0 = bench_wall_s();
+    if (c)
+        chat_http(c, 1);
+    else
+        chat_c(rt, agent, 1);
+    t.wall = bench_wall_s() - t0;
+    t.self = bench_cpu_s() - self0;
+    nanosleep(&pause, NULL); /* not a wait for an event: see above */
+    struct threads d1 = daemon_threads();
+    t.daemon = (d1.cpu_ns - d0.cpu_ns) / 1e9;
+    t.switches = d1.voluntary - d0.voluntary;
+    t.cpu = t.self + t.daemon;
+    return t;
+}
+
+/* Median, quartiles and the 10th and 90th percentiles of n values, times scale. */
+static void print_spread(const char *what, double *v, int n, double scale)
+{
+    double q[5] = {0.10, 0.25, 0.5, 0.75, 0.90};
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    printf("  %-34s", what);
+    for (int i = 0; i < 5; i++)
+        printf(" %+8.3f", v[(int)(q[i] * (n - 1) + 0.5)] * scale);
+    printf("\n");
+}
+
+/* One figure of the pairs: each side's spread, then the pairs' differences'. */
+static void print_pairs(const char *what, const struct turn *h, const struct turn *c, size_t at,
+                        double scale)
+{
+    static double hv[TURN_PAIRS], cv[TURN_PAIRS], dv[TURN_PAIRS];
+    char label[64];
+    for (int i = 0; i < TURN_PAIRS; i++) {
+        memcpy(&hv[i], (const char *)&h[i] + at, sizeof(double));
+        memcpy(&cv[i], (const char *)&c[i] + at, sizeof(double));
+        dv[i] = hv[i] - cv[i];
+    }
+    snprintf(label, sizeof label, "%s, HTTP", what);
+    print_spread(label, hv, TURN_PAIRS, scale);
+    snprintf(label, sizeof label, "%s, C API", what);
+    print_spread(label, cv, TURN_PAIRS, scale);
+    snprintf(label, sizeof label, "%s, HTTP adds (pairs)", what);
+    print_spread(label, dv, TURN_PAIRS, scale);
+}
+
+static void compare_turns(const char *agent, const char *other)
+{
+    static struct turn h[TURN_PAIRS], c[TURN_PAIRS];
+    struct curl_slist *hdr = NULL;
+    CURL *client = chat_client(agent, &hdr);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    chat_http(client, CHAT_TURNS);
+    chat_c(rt, other, CHAT_TURNS);
+    for (int i = 0; i < TURN_PAIRS; i++) {
+        if (i % 2) {
+            c[i] = one_turn(NULL, rt, other);
+            h[i] = one_turn(client, NULL, agent);
+        } else {
+            h[i] = one_turn(client, NULL, agent);
+            c[i] = one_turn(NULL, rt, other);
+        }
+    }
+    vigil_runtime_close(rt);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(client);
+    printf("a chat turn (scripted model): %d pairs of single turns, HTTP and C API alternately "
+           "first; ms a turn at the 10th, 25th, 50th, 75th, 90th percentiles (CPU both: the "
+           "daemon's and this process's; CPU bench: this process's, the client or the turn):\n",
+           TURN_PAIRS);
+    print_pairs("wall", h, c, offsetof(struct turn, wall), 1e3);
+    print_pairs("CPU both", h, c, offsetof(struct turn, cpu), 1e3);
+    print_pairs("CPU daemon", h, c, offsetof(struct turn, daemon), 1e3);
+    print_pairs("CPU bench", h, c, offsetof(struct turn, self), 1e3);
+    printf("  the daemon's voluntary context switches a turn (not ms):\n");
+    print_pairs("switches", h, c, offsetof(struct turn, switches), 1);
+}
+
 /* The floor server answering as many bytes as the daemon's read of agent, loaded alike. */
 static void reads_floor(const char *agent, int seconds)
 {
@@ -594,7 +693,10 @@ int main(int argc, char **argv)
     make_agent("reader", agent, sizeof agent);
     make_agent("direct", other, sizeof other);
     static struct block http[CHAT_PAIRS], direct[CHAT_PAIRS];
-    compare_chat(agent, other, http, direct);
+    if (strstr(parts, "pairs")) /* only the single turns' pairs, then the parts asked */
+        compare_turns(agent, other);
+    if (strcmp(parts, "pairs") != 0)
+        compare_chat(agent, other, http, direct);
     if (strstr(parts, "reads")) {
         snprintf(path, sizeof path, "/v1/agents/%s", agent);
         /* The first seconds open a runtime per concurrent request (up to 64, each a store
@@ -605,7 +707,7 @@ int main(int argc, char **argv)
         wrk("list runs (20 of 200)", path, seconds);
         reads_floor(agent, seconds);
     }
-    if (strstr(parts, "chat"))
+    if (strstr(parts, "chat") && strcmp(parts, "pairs") != 0)
         print_chat(http, direct);
     if (!strstr(parts, "streams")) {
         live_stop(&L);

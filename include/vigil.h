@@ -897,7 +897,8 @@ VIGIL_API vigil_code vigil_wake_process(vigil_runtime *rt, int max_runs, int *ra
  * called once the daemon holds the store and its workers run (so a second daemon on the same
  * store never starts it), with poke(poke_user), which the service may call from any thread to
  * make the daemon look at its queue now; a failing start stops the daemon. stop runs once the
- * daemon's event loop has ended, before its workers stop.
+ * daemon's event loop has ended, before its workers stop. A runtime the service opens gets the
+ * program's tools from vigil_daemon_on_runtime.
  */
 typedef struct vigil_daemon_service {
     void *user;
@@ -930,7 +931,9 @@ typedef struct vigil_daemon_options {
      * embedding program registers its tools there (vigil_tool_register, as after its own
      * vigil_runtime_open), so the daemon's runs can call them. rt is borrowed until the daemon
      * returns; the tools' callbacks then run on the daemon's worker threads. A failure (set err)
-     * stops the daemon, which returns that error. */
+     * stops the daemon, which returns that error. Also called, on the service's thread, with
+     * each runtime the service opens for its requests (vigil_daemon_on_runtime: `vigil serve
+     * --listen`'s HTTP API and /mcp), its failure then that runtime's; never two calls at once. */
     vigil_code (*on_runtime)(void *user, vigil_runtime *rt, vigil_error *err);
     void *on_runtime_user; /* passed to on_runtime; never freed by vigil */
 } vigil_daemon_options;
@@ -953,6 +956,16 @@ VIGIL_API vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_
  * yet: stop another process's daemon with SIGTERM to the pid vigil_daemon_running gives),
  * EINVAL. */
 VIGIL_API vigil_code vigil_daemon_stop(const char *store_uri, vigil_error *err);
+/* Hand rt, a runtime a service (vigil_daemon_service) opened on store_uri for its requests, to
+ * the on_runtime of the vigil_daemon_run of this process serving store_uri (the same text), as
+ * that daemon does with its own runtimes: then a chat turn the service runs on rt calls the
+ * embedding program's tools, as the daemon's runs do. Called on the service's thread, before
+ * anything runs on rt; the daemon makes the calls take turns (not from on_runtime itself).
+ * VIGIL_OK when that daemon has no on_runtime. Errors: ENOTFOUND (no vigil_daemon_run of this
+ * process serves store_uri: before its service starts, or after its service stopped), EINVAL,
+ * or on_runtime's error. */
+VIGIL_API vigil_code vigil_daemon_on_runtime(const char *store_uri, vigil_runtime *rt,
+                                             vigil_error *err);
 /* 1 if a daemon serves the store, with its pid in *pid (may be NULL); 0 otherwise. */
 VIGIL_API int vigil_daemon_running(const char *store_uri, long *pid);
 /* Tell a running daemon to look at the store's queue now; best effort. */

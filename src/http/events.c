@@ -873,11 +873,10 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     ev->spawns_by_decision = json_object();
     ev->children_by_status = json_object();
     *out = ev; /* vg_events_stop frees it, also on the failures below */
-    vigil_runtime_options o = {.size = sizeof o, .store_uri = h->store_path};
-    vigil_code rc = vigil_runtime_open(&o, &ev->rt, err);
+    vigil_code rc = vg_http_runtime_open(h->store_path, &ev->rt, err);
     int64_t oldest = 0, newest = 0;
     if (!rc)
-        rc = vigil_runtime_open(&o, &ev->log_rt, err);
+        rc = vg_http_runtime_open(h->store_path, &ev->log_rt, err);
     /* The poller's reads, every poll even when no request comes, move the process's read
      * anchor on after other processes' commits, so it never holds an old snapshot long. */
     vigil_runtime_read_anchor(ev->rt, 1);

@@ -32,6 +32,10 @@ struct vg_rt_pool {
     int n_free, n_open, n_kept;
     char *store_path;
 };
+/* A runtime on store_path as every one of the server's is opened: then handed to the daemon's
+ * on_runtime (vigil_daemon_on_runtime), so the program's tools (`vigil todo`'s) are on it as on
+ * the daemon's workers. Closed and NULL on failure. */
+vigil_code vg_http_runtime_open(const char *store_path, vigil_runtime **out, vigil_error *err);
 /* A runtime of the pool, opened when none is free; when VG_RT_POOL_MAX are in use, waits for
  * one (wait) or returns NULL with err left VIGIL_OK. */
 vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err);

@@ -46,6 +46,17 @@ struct pending {
 
 /* ---- runtime pool ---------------------------------------------------------------------------- */
 
+vigil_code vg_http_runtime_open(const char *store_path, vigil_runtime **out, vigil_error *err)
+{
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = store_path};
+    vigil_code rc = vigil_runtime_open(&o, out, err);
+    if (!rc && (rc = vigil_daemon_on_runtime(store_path, *out, err))) {
+        vigil_runtime_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err)
 {
     vigil_runtime *rt = NULL;
@@ -63,8 +74,7 @@ vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err)
     pthread_mutex_unlock(&p->mu);
     if (rt)
         return rt;
-    vigil_runtime_options o = {.size = sizeof o, .store_uri = p->store_path};
-    if (vigil_runtime_open(&o, &rt, err) == VIGIL_OK) {
+    if (vg_http_runtime_open(p->store_path, &rt, err) == VIGIL_OK) {
         /* The pool's threads read at once: one read lock held for the process spares each
          * read transaction an fcntl under SQLite's shared-memory mutex, and the other
          * thread's wait on it (docs/internals/PERF.md, session 27). */

@@ -67,6 +67,11 @@ vigil_code vigil_daemon_stop(const char *store_uri, vigil_error *err)
     return vg_daemon_stop(store_uri, err);
 }
 
+vigil_code vigil_daemon_on_runtime(const char *store_uri, vigil_runtime *rt, vigil_error *err)
+{
+    return vg_daemon_on_runtime(store_uri, rt, err);
+}
+
 int vigil_daemon_running(const char *store_uri, long *pid)
 {
     return store_uri && vg_daemon_running(store_uri, pid);

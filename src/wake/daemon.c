@@ -265,6 +265,10 @@ struct daemon {
      * daemon there, sets stop_asked, and sends async while async_on says it is open. */
     struct daemon *next_running;
     int stop_asked, async_on;
+    /* Under running_mu: threads inside vg_daemon_on_runtime with this daemon (running_remove
+     * waits for none), and whether its service may ask (set as the service starts). */
+    int hook_users, hook_open;
+    pthread_mutex_t hook_mu; /* the embedding program's on_runtime calls take turns */
 };
 
 /* Forward: the loop's signal handler and the stop share it. */
@@ -273,6 +277,7 @@ static void begin_stop(struct daemon *d, const char *why);
 /* ---- running daemons ------------------------------------------------------------------------- */
 
 static pthread_mutex_t running_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t running_cv = PTHREAD_COND_INITIALIZER; /* a hook user left */
 static struct daemon *running; /* under running_mu: this process's daemons */
 
 static void running_add(struct daemon *d)
@@ -292,6 +297,9 @@ static void running_remove(struct daemon *d)
             break;
         }
     d->async_on = 0;
+    d->hook_open = 0;
+    while (d->hook_users) /* a service thread still in the program's hook: d is in use */
+        pthread_cond_wait(&running_cv, &running_mu);
     pthread_mutex_unlock(&running_mu);
 }
 
@@ -303,6 +311,14 @@ static void running_async(struct daemon *d, int on)
     d->async_on = on;
     if (on && d->stop_asked)
         uv_async_send(&d->async);
+    pthread_mutex_unlock(&running_mu);
+}
+
+/* From here on vg_daemon_on_runtime finds d: its own runtimes are open and hooked. */
+static void running_hook_open(struct daemon *d)
+{
+    pthread_mutex_lock(&running_mu);
+    d->hook_open = 1;
     pthread_mutex_unlock(&running_mu);
 }
 
@@ -577,15 +593,47 @@ static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *e
     return rc;
 }
 
+/* rt to the embedding program's hook, one call at a time (the program's tools are registered
+ * from whichever thread opened the runtime: the daemon's, or a service's). */
+static vigil_code runtime_hook(struct daemon *d, vigil_runtime *rt, vigil_error *err)
+{
+    if (!d->o->on_runtime)
+        return VIGIL_OK;
+    pthread_mutex_lock(&d->hook_mu);
+    vigil_code rc = d->o->on_runtime(d->o->on_runtime_user, rt, err);
+    pthread_mutex_unlock(&d->hook_mu);
+    return rc;
+}
+
 /* A runtime of the daemon's (the loop thread's or a worker's), handed to the embedding
  * program's hook before anything runs on it; *out is set even when the hook fails, so the
  * caller's cleanup closes it. */
-static vigil_code runtime_open(const struct vg_daemon_options *o, vigil_runtime **out,
-                               struct vg_env **env, vigil_error *err)
+static vigil_code runtime_open(struct daemon *d, vigil_runtime **out, struct vg_env **env,
+                               vigil_error *err)
 {
-    vigil_code rc = o->host->open(o->store_path, out, env, err);
-    if (!rc && o->on_runtime)
-        rc = o->on_runtime(o->on_runtime_user, *out, err);
+    vigil_code rc = d->o->host->open(d->o->store_path, out, env, err);
+    return rc ? rc : runtime_hook(d, *out, err);
+}
+
+vigil_code vg_daemon_on_runtime(const char *store_path, vigil_runtime *rt, vigil_error *err)
+{
+    struct daemon *d = NULL;
+    if (!store_path || !rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "the daemon's hook needs a store and a runtime");
+    pthread_mutex_lock(&running_mu);
+    for (d = running; d && !(d->hook_open && !strcmp(d->o->store_path, store_path));)
+        d = d->next_running;
+    if (d)
+        d->hook_users++;
+    pthread_mutex_unlock(&running_mu);
+    if (!d)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no daemon of this process serves store \"%s\"",
+                       store_path);
+    vigil_code rc = runtime_hook(d, rt, err);
+    pthread_mutex_lock(&running_mu);
+    if (!--d->hook_users)
+        pthread_cond_broadcast(&running_cv);
+    pthread_mutex_unlock(&running_mu);
     return rc;
 }
 
@@ -600,7 +648,7 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         struct worker *wk = &d->workers[i];
         vigil_code rc;
         wk->d = d;
-        if ((rc = runtime_open(d->o, &wk->rt, &wk->env, err)) ||
+        if ((rc = runtime_open(d, &wk->rt, &wk->env, err)) ||
             (rc = vg_wake_init(&wk->w, wk->env, &d->o->cfg, err)) ||
             (rc = vg_fiber_sched_new(&wk->sched, err)))
             return rc;
@@ -1051,6 +1099,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the daemon");
     d->o = o;
     pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->hook_mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     running_add(d);
     d->shared = store_shared(o->store_path);
@@ -1059,7 +1108,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     if ((rc = vg_wake_runner_new(o->runner, o->host->loop_runner, &d->runner, err)) ||
         (!d->shared && (rc = lock_take(o->store_path, &lock_fd, err))))
         goto out;
-    if ((rc = runtime_open(o, &d->rt, &d->env, err)) ||
+    if ((rc = runtime_open(d, &d->rt, &d->env, err)) ||
         (rc = vg_wake_init(&d->w, d->env, &o->cfg, err)) ||
         (d->runner->methods->check && (rc = d->runner->methods->check(d->runner, d->env, err))))
         goto out;
@@ -1116,6 +1165,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         goto out;
     if (d->shared)
         daemon_beat(d, 0);
+    running_hook_open(d); /* the service's runtimes get the program's hook too */
     if (o->service && (rc = o->service->start(o->service->user, service_poke, d, err)))
         goto out;
     service_on = o->service != NULL;
@@ -1160,6 +1210,7 @@ out:
     if (lock_fd >= 0)
         close(lock_fd); /* releases the flock */
     pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->hook_mu);
     pthread_mutex_destroy(&d->mu);
     vg_free(d);
     return rc;

@@ -546,7 +546,9 @@ struct vg_daemon_options {
     const struct vg_daemon_service *service; /* optional */
     /* Optional: called with each runtime the daemon opens (its loop thread's, then each
      * worker's), on the calling thread, before anything runs on it (the embedding program's
-     * tools). A failure stops the daemon with that error. */
+     * tools), and with each its service opens (vg_daemon_on_runtime, on the service's thread),
+     * one call at a time. A failure stops the daemon with that error (a service's runtime: the
+     * service gets it). */
     vigil_code (*on_runtime)(void *user, vigil_runtime *rt, vigil_error *err);
     void *on_runtime_user;
 };
@@ -557,6 +559,11 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err);
 /* Stop the daemons of this process serving store_path (its text as given to vg_daemon_run),
  * as SIGTERM would, without a signal; any thread. ENOTFOUND when none does. */
 vigil_code vg_daemon_stop(const char *store_path, vigil_error *err);
+/* Hand rt (opened by a service of the daemon of this process serving store_path) to that
+ * daemon's on_runtime, as its own runtimes are: calls take turns. VIGIL_OK when it has none;
+ * ENOTFOUND when no daemon of this process serves store_path (before its service starts, or
+ * once it stops), else the hook's error. */
+vigil_code vg_daemon_on_runtime(const char *store_path, vigil_runtime *rt, vigil_error *err);
 /* 1 if a daemon holds the store's lock, with its pid in *pid (may be NULL). */
 int vg_daemon_running(const char *store_path, long *pid);
 /* Tell a running daemon to look at the store's queue now (its control socket); best effort. */

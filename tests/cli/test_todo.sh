@@ -4,7 +4,7 @@
 # agent wakes in that same command (no daemon runs), calls the task tools and writes its report,
 # which `vigil agent show` reads back. The agent's own edit does not wake it again, and it
 # cannot touch a task of another category. Then the same under `vigil serve`: its workers'
-# runtimes have the domain's tools too.
+# runtimes have the domain's tools too, and so do its HTTP API's (a chat turn, a tool call).
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -99,6 +99,32 @@ R=$OUT
 is '.report.markdown | contains("estimate to 90 minutes")'
 kill -TERM $D
 wait $D 2>/dev/null || true
+# Over the HTTP API of `vigil serve --listen`: a chat turn with a third task's agent calls the
+# domain's tools too, and so does a tool call by hand (the API's runtimes get on_runtime as the
+# workers' do; without it both were unknown_tool and the estimate stayed unset).
+expect 0 todo add work "Book the train"
+task3=$(printf '%s' "$OUT" | jq -r .task_id)
+expect 0 todo agent "$task3"
+agent3=$OUT
+sed "s/TASK_ID/$task3/g" "$here/examples/todo/task-agent.json" >"$T/cassette3.json"
+export VIGIL_MODEL_CASSETTE="$T/cassette3.json"
+serve_http --workers 1
+api() {
+  curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    --data-binary "$2" "http://127.0.0.1:$PORT/v1/agents/$agent3/$1"
+}
+R=$(api chat '{"text":"Plan this task."}')
+is '.reply == "Report updated." and .tool_calls == 4'
+run3=$(printf '%s' "$R" | jq -r .run_id)
+R=$(api tools/get_task/call "{\"arguments\":{\"task_id\":\"$task3\"}}")
+is '.result.title == "Book the train"'
+serve_stop
+expect 0 todo show "$task3"
+R=$OUT
+is '.estimate_minutes == 90'
+expect 0 runs tools "$run3" --json
+R=$OUT
+is '[.items[].status] == ["succeeded","succeeded","succeeded","succeeded"]'
 # Concluding carries the open items to a follow-up.
 expect 0 todo conclude "$task"
 R=$OUT
