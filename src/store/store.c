@@ -233,6 +233,14 @@ vigil_code vg_store_begin_flat(struct vg_store *s, vigil_error *err)
     return begin(s, 1, err);
 }
 
+vigil_code vg_store_flatten(struct vg_store *s, vigil_error *err)
+{
+    if (s->depth != 1)
+        return VG_FAIL(err, VIGIL_ESTATE, "only a transaction at its outermost level turns flat");
+    s->flat = 1;
+    return VIGIL_OK;
+}
+
 /* Tell every owner with writes kept back what happened at a savepoint. */
 static void pending_tell(struct vg_store *s, enum vg_store_pending phase)
 {

@@ -35,6 +35,11 @@ vigil_code vg_store_begin(struct vg_store *s, vigil_error *err);
  * open transaction it is vg_store_begin: the outer transaction's kind decides.
  */
 vigil_code vg_store_begin_flat(struct vg_store *s, vigil_error *err);
+/* From here the open transaction is flat, as if begun with vg_store_begin_flat: the levels it
+ * opens later take no savepoints. For a transaction that needed a savepoint early on (a tool's
+ * effect undone alone) and is then handed to a caller that gives it up whole on any failure.
+ * Only at its outermost level (depth 1): ESTATE otherwise. */
+vigil_code vg_store_flatten(struct vg_store *s, vigil_error *err);
 vigil_code vg_store_commit(struct vg_store *s, vigil_error *err);
 vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err);
 /* Commit if rc is VIGIL_OK, else roll back; returns the first failure (rc or the commit's). */

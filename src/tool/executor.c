@@ -63,6 +63,7 @@ struct call_st {
     char action_id[201];
     int preview_only;
     int op_recorded; /* an operation record exists for this call */
+    int op_absent;   /* read in this call's write transaction: none yet (its put reads nothing) */
     int hand_marked; /* listed among this process's running hand calls (hand_mark) */
     json_t *op_kept; /* owned: the operation record as this call last wrote it, or NULL */
     int64_t op_rev;  /* its revision then */
@@ -777,8 +778,12 @@ static vigil_code op_body(struct vg_tool_executor *x, struct call_st *st, int ke
         return VIGIL_OK;
     }
     vigil_error miss = {0}; /* the operation's first attempt: no record yet */
-    vigil_code rc = vg_error_unless_missing(
-        err, &miss, vg_env_get_json(x->env, "operation", st->op_id, b, rev, &miss));
+    vigil_code rc =
+        st->op_absent
+            ? VIGIL_ENOTFOUND
+            : vg_error_unless_missing(
+                  err, &miss, vg_env_get_json(x->env, "operation", st->op_id, b, rev, &miss));
+    st->op_absent = 0;
     if (rc != VIGIL_ENOTFOUND)
         return rc;
     *rev = 0;
@@ -1111,12 +1116,52 @@ static void stopped_in_doubt(const struct vg_tool_def *d, struct vg_tool_respons
                               said);
 }
 
+/* A transactional provider's effect in a level of its own inside the open transaction, then the
+ * call's finish at the level around it: an effect that failed or broke is undone alone and its
+ * failure recorded. `fence`: the caller's lease is checked first (the transaction did not check
+ * it yet). */
+static vigil_code effect_in_tx(struct vg_tool_executor *x, struct call_st *st, int fence,
+                               struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct vg_store *store = x->env->store;
+    struct vg_tool_response r = {0};
+    struct vg_tool_request q = make_req(x, st);
+    vigil_error e2 = {0};
+    vigil_code rc = vg_store_begin(store, err);
+    if (rc)
+        return rc;
+    /* The effect commits with its record: fenced like the start, so a caller whose lease passed
+     * to a successor meanwhile (a stall longer than the lease) changes nothing. */
+    if (fence && st->fence && (rc = st->fence(st->fence_user, x->env, err)))
+        return vg_store_end(store, rc, NULL);
+    rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
+    if (!rc)
+        rc = check_output(st, &r, &e2);
+    if (!rc && r.code == VG_TOOL_OK) {
+        vigil_code hrc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err);
+        if (!hrc) /* else the crash loses the uncommitted effect */
+            rc = finish(x, st, &r, out, err);
+        rc = vg_store_end(store, hrc ? hrc : rc, hrc ? NULL : err);
+        vg_tool_response_release(&r);
+        return hrc ? hrc : rc;
+    }
+    vg_store_end(store, VIGIL_ERROR, NULL);
+    if (rc) {
+        vg_tool_response_release(&r);
+        vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
+    }
+    rc = finish(x, st, &r, out, err);
+    vg_tool_response_release(&r);
+    return rc;
+}
+
 /*
  * Run the effect and record its end. Transactional providers' mutating calls run inside the
- * finishing transaction; others run between two transactions with the saga marking where they
- * are. A call that changes nothing has no effect to commit with its record, so it runs outside
- * any transaction too: a slow read (a memory search embedding its query over the network)
- * holds no write lock, and on a worker's fiber it parks while the worker's other runs go on.
+ * finishing transaction (a first call's start joins it: call_run_in_one; here, a call a recovery
+ * runs again); others run between two transactions with the saga marking where they are. A call
+ * that changes nothing has no effect to commit with its record, so it runs outside any transaction
+ * too: a slow read (a memory search embedding its query over the network) holds no write lock, and
+ * on a worker's fiber it parks while the worker's other runs go on.
  */
 static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
                              struct vg_tool_outcome *out, vigil_error *err)
@@ -1125,67 +1170,40 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
     struct vg_tool_request q = make_req(x, st);
     vigil_code rc;
     const struct vg_tool_def *d = st->e->def;
-    int tx = (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) && d->mutating;
     char why[400] = "";
 
-    if (tx) {
+    if ((st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) && d->mutating) {
         if ((rc = vg_store_begin(x->env->store, err)))
             return rc;
-        /* The effect commits with its record: fenced like the start, so a caller whose lease
-         * passed to a successor meanwhile (a stall longer than the lease) changes nothing. */
-        if (st->fence && (rc = st->fence(st->fence_user, x->env, err))) {
-            vg_store_end(x->env->store, rc, NULL);
-            return rc;
-        }
-        vigil_error e2 = {0};
-        rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
-        if (!rc)
-            rc = check_output(st, &r, &e2);
-        if (!rc && r.code == VG_TOOL_OK && (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
-            vg_store_end(x->env->store, rc, NULL); /* the crash loses the uncommitted effect */
+        rc = vg_store_end(x->env->store, effect_in_tx(x, st, 1, out, err), err);
+        if (!rc && !vg_store_in_tx(x->env->store)) /* committed, not nested in a caller's */
+            vg_tool_provider_after_commit(st->e->p, &q);
+        return rc ? rc : at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
+    }
+    vigil_error e2 = {0};
+    rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
+    if (rc) {
+        vg_tool_response_release(&r);
+        vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
+    }
+    stopped_in_doubt(d, &r, why, sizeof why);
+    if ((rc = check_output(st, &r, err)) || (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
+        vg_tool_response_release(&r);
+        return rc;
+    }
+    if (d->mutating) {
+        /* The outside write is done (or failed): say so before the agent side. */
+        struct vg_tool_outcome tmp = {0};
+        outcome_set(&tmp, st, &r);
+        json_t *rec = outcome_record(&tmp);
+        vg_tool_outcome_release(&tmp);
+        rc = rec ? saga_effect_done(x, st, r.code ? "failed" : "pending", r.code ? r.message : NULL,
+                                    rec, err)
+                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
+        json_decref(rec);
+        if (rc || (rc = at_step(x, VG_TOOL_STEP_AFTER_JOURNAL, err))) {
             vg_tool_response_release(&r);
             return rc;
-        }
-        if (!rc && r.code == VG_TOOL_OK) {
-            rc = finish(x, st, &r, out, err);
-            rc = vg_store_end(x->env->store, rc, err);
-            vg_tool_response_release(&r);
-            if (!rc && !vg_store_in_tx(x->env->store)) /* committed, not nested in a caller's */
-                vg_tool_provider_after_commit(st->e->p, &q);
-            return rc ? rc : at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
-        }
-        /* The effect failed or broke: undo whatever it wrote, then record the failure. */
-        vg_store_end(x->env->store, VIGIL_ERROR, NULL);
-        if (rc) {
-            vg_tool_response_release(&r);
-            vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
-        }
-    } else {
-        vigil_error e2 = {0};
-        rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
-        if (rc) {
-            vg_tool_response_release(&r);
-            vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
-        }
-        stopped_in_doubt(d, &r, why, sizeof why);
-        if ((rc = check_output(st, &r, err)) || (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
-            vg_tool_response_release(&r);
-            return rc;
-        }
-        if (d->mutating) {
-            /* The outside write is done (or failed): say so before the agent side. */
-            struct vg_tool_outcome tmp = {0};
-            outcome_set(&tmp, st, &r);
-            json_t *rec = outcome_record(&tmp);
-            vg_tool_outcome_release(&tmp);
-            rc = rec ? saga_effect_done(x, st, r.code ? "failed" : "pending",
-                                        r.code ? r.message : NULL, rec, err)
-                     : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
-            json_decref(rec);
-            if (rc || (rc = at_step(x, VG_TOOL_STEP_AFTER_JOURNAL, err))) {
-                vg_tool_response_release(&r);
-                return rc;
-            }
         }
     }
     /* The caller that asked for it commits the finish with its own records of the call (the
@@ -1967,12 +1985,15 @@ static vigil_code gate_approval(struct vg_tool_executor *x, struct call_st *st,
 
 /* The action, the started operation (and saga) of a mutating tool and the budget charge, in
  * one transaction fenced with the caller's lease. The charge takes the caller's held-back one
- * (carry) with it: one write of the day's usage a tool step, not two. */
+ * (carry) with it: one write of the day's usage a tool step, not two. `in_one`: inside the
+ * call's one transaction (call_run_in_one), which the effect and the finish share: no level of
+ * its own, and no started operation, which nothing could read before the finished one replaces
+ * it in the same commit (the finish puts the operation once). */
 static vigil_code record_started(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                                 struct call_st *st, vigil_error *err)
+                                 struct call_st *st, int in_one, vigil_error *err)
 {
     const struct vg_tool_def *d = st->e->def;
-    vigil_code rc = vg_store_begin(x->env->store, err);
+    vigil_code rc = in_one ? VIGIL_OK : vg_store_begin(x->env->store, err);
     if (rc)
         return rc;
     struct vg_budget_charge charge = {0};
@@ -1986,13 +2007,17 @@ static vigil_code record_started(struct vg_tool_executor *x, const struct vg_too
         vg_ids_new(x->env->ids, st->starter);
     if (!rc)
         rc = append_action(x, st, err);
-    if (!rc && d->mutating)
+    if (!rc && d->mutating && !in_one)
         rc = op_write(x, st, "started", NULL, err);
+    if (in_one)
+        st->op_recorded = 1; /* written by the finish */
     if (!rc && d->mutating && !(st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL))
         rc = saga_write(x, st, "journal_pending", "pending", NULL, NULL, err);
     if (!rc)
         rc = vg_budget_charge(x->env, st->agent_id, &charge, err);
-    if ((rc = vg_store_end(x->env->store, rc, err)) == VIGIL_OK && st->carry) {
+    if (!in_one)
+        rc = vg_store_end(x->env->store, rc, err);
+    if (rc == VIGIL_OK && st->carry) {
         *st->carry_written = 1;
         st->carry = NULL;
     }
@@ -2022,7 +2047,7 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
     vigil_code rc = at_step(x, VG_TOOL_STEP_BEFORE_STARTED, err);
     if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
         return rc;
-    rc = record_started(x, ctx, st, err);
+    rc = record_started(x, ctx, st, 0, err);
     if (st->start_open && !rc)
         rc = vg_store_commit_durable(store, err);
     if (barrier) {
@@ -2034,6 +2059,113 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
     if (ctx->started)
         ctx->started(ctx->started_user);
     return run_effect(x, st, out, err);
+}
+
+/* Whether the provider has work for after the call's commit (after_commit): the executor then
+ * commits the call itself rather than leave the transaction to its caller. */
+static int works_after_commit(const struct vg_tool_provider *p)
+{
+    return p->methods->version >= 2 && p->methods->after_commit;
+}
+
+/* Inside the call's write transaction: whether an operation record exists already (*seen), one
+ * another process wrote after the gate's read; else the call's first write of it puts it
+ * without reading again (op_absent). */
+static vigil_code op_seen_in_tx(struct vg_tool_executor *x, struct call_st *st, int *seen,
+                                vigil_error *err)
+{
+    json_t *op = NULL;
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(x->env, "operation", st->op_id, &op, NULL, &miss));
+    json_decref(op);
+    *seen = rc == VIGIL_OK;
+    st->op_absent = rc == VIGIL_ENOTFOUND;
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+/*
+ * 9, for a transactional provider's mutating call: its start (the action, the budget charge),
+ * its effect and its finish (the result, the operation, written once, finished) in one
+ * transaction. The effect is a write of the store that commits with its records or not at all,
+ * so no barrier is due before it: a crash before the commit leaves nothing of the call (no
+ * action, no operation), and it runs again as a first call. One commit a call, made in the
+ * caller's mode, where there were a durable one before the effect and another after it.
+ * - A caller's start left open (start_open: the agent loop's turn, a flat transaction) takes
+ *   the call's start and is committed first, in the caller's mode: the effect needs a level of
+ *   its own, undone alone when it fails, which a flat transaction lacks. A crash between the
+ *   two commits leaves an action without an operation: the call did not run (recovery says
+ *   not_run) and runs as a first call when made again.
+ * - The gate read "not run yet" before this transaction took the write lock: another process's
+ *   call of the same operation (a hand call repeated) may have committed since. It is read
+ *   again here; when it is there nothing more is written and *again = 1: the gate's operation
+ *   step answers (the finished one replayed).
+ * - The caller that asked for it (finish_open) gets the transaction open (tx_open), unless the
+ *   provider has work after the commit. `started` is told once the call has committed, outside
+ *   any transaction; a caller given the transaction tells its own after its commit.
+ */
+static vigil_code call_run_in_one(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                  struct call_st *st, struct vg_tool_outcome *out, int *again,
+                                  vigil_error *err)
+{
+    struct vg_store *store = x->env->store;
+    vigil_code rc = VIGIL_OK;
+    int seen = 0, joined = st->start_open;
+    *again = 0;
+    if (joined) {
+        st->start_open = 0;
+        if ((rc = vg_store_end(store, record_started(x, ctx, st, 1, err), err)) ||
+            (rc = at_step(x, VG_TOOL_STEP_AFTER_STARTED, err)))
+            return rc;
+    }
+    int own = !vg_store_in_tx(store);
+    int leave_open = own && st->finish_open && !works_after_commit(st->e->p);
+    if ((rc = vg_store_begin(store, err)))
+        return rc;
+    rc = op_seen_in_tx(x, st, &seen, err);
+    if (!rc && seen) {
+        *again = 1;
+        vg_store_rollback(store, NULL); /* nothing written */
+        return VIGIL_OK;
+    }
+    if (!rc && !joined && !(rc = record_started(x, ctx, st, 1, err)))
+        rc = at_step(x, VG_TOOL_STEP_AFTER_STARTED, err); /* a crash loses the whole call */
+    if (!rc)
+        rc = effect_in_tx(x, st, joined, out, err); /* fenced by record_started, or there */
+    /* The caller's records of the call's end join it as one of its phases: flat, as its own. */
+    if (!rc && leave_open && !(rc = vg_store_flatten(store, err))) {
+        out->tx_open = 1;
+        return VIGIL_OK;
+    }
+    if ((rc = vg_store_end(store, rc, err)) || vg_store_in_tx(store))
+        return rc;
+    if (ctx->started)
+        ctx->started(ctx->started_user);
+    struct vg_tool_request q = make_req(x, st);
+    vg_tool_provider_after_commit(st->e->p, &q);
+    return at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
+}
+
+/* A transactional provider's mutating call (call_run_in_one), and the gate's operation step
+ * again when another process's call of the same operation committed first. */
+static vigil_code call_run_one_tx(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                  struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+{
+    if (st->start_open && vg_store_depth(x->env->store) != 1)
+        return VG_FAIL(err, VIGIL_ESTATE, "the caller's transaction to join is not open");
+    vigil_code rc = at_step(x, VG_TOOL_STEP_BEFORE_STARTED, err);
+    for (int tries = 0; !rc && tries < 2; tries++) {
+        int again = 0, done = 0;
+        if ((rc = call_run_in_one(x, ctx, st, out, &again, err)) || !again)
+            return rc;
+        if ((rc = gate_operation(x, st, out, &done, err)) || done)
+            return rc;
+    }
+    return rc ? rc
+              : VG_FAIL(err, VIGIL_EBUSY,
+                        "operation %s (tool \"%s\") is being written by another call: repeat "
+                        "this call to read its result",
+                        st->op_id, st->tool);
 }
 
 /* The gate in its order: steps 1-5 decide a refusal, recorded once the operation id is known;
@@ -2067,6 +2199,8 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
         return rc;
     vg_store_read_batch(x->env->store, 0);
     *batch = 0;
+    if ((st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) && st->e->def->mutating)
+        return call_run_one_tx(x, ctx, st, out, err);
     return call_run(x, ctx, st, out, err);
 }
 

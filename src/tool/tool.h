@@ -262,11 +262,15 @@ struct vg_tool_call_ctx {
     int finish_open;
     /* The caller's open transaction (its only level) holds its own records of the call's
      * start (the agent loop's turn): the call's started records join it and it is committed
-     * durably as the barrier before the effect, one commit instead of two. A call refused or
-     * ended before that leaves it open, with what the gate recorded, for the caller to end. */
+     * durably as the barrier before the effect, one commit instead of two (a transactional
+     * provider's mutating call: committed in the caller's mode, no barrier being due). A call
+     * refused or ended before that leaves it open, with what the gate recorded, for the caller
+     * to end. */
     int start_open;
     /* Optional: told once the call's start is durable, just before the effect, outside any
-     * transaction (the loop's observer hears of the call's start there). */
+     * transaction (the loop's observer hears of the call's start there). A transactional
+     * provider's mutating call, whose start commits with its end, tells it after that commit,
+     * or not at all when it leaves the transaction to the caller (tx_open). */
     void (*started)(void *user);
     void *started_user;
     /* Optional (with start_open): a charge of the caller's held back from its open transaction

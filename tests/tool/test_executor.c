@@ -881,6 +881,97 @@ TEST(crash_at_every_point_repeats_no_side_effect)
     }
 }
 
+static int64_t records_of(struct test_rt *t, const char *kind)
+{
+    struct vg_query q = {.kind = kind};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+/* A transactional provider's mutating call is one transaction: its start (the action, the
+ * started operation, the charge), its effect and its finish commit together, so a crash before
+ * that commit (here, after its start was written) leaves nothing of the call, neither an action
+ * nor a started operation for recovery to settle, and the call runs once when made again.
+ * Before, the start was a commit of its own and the crash left both. */
+TEST(a_transactional_call_that_dies_before_its_commit_leaves_nothing)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o = {0};
+    open_rt(&t, "tool_tx_one_commit");
+    make_agent(&t, CFG_ALL, a);
+    int64_t ops = records_of(&t, "operation");
+    json_t *j = json_loads("{\"notes\":[\"once\"]}", 0, NULL);
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-1"};
+    vg_tool_executor_test_crash(executor(&t), VG_CRASH_AFTER_STARTED);
+    ASSERT_CODE(VIGIL_ECANCELED,
+                vg_tool_executor_call(executor(&t), &ctx, "record_observations", j, &o, NULL));
+    json_decref(j);
+    vg_tool_outcome_release(&o);
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    ASSERT_EQ(records_of(&t, "operation"), ops);
+    ASSERT_EQ(count_msgs(&t, a, "wake-1", "action"), 0);
+    int settled = -1;
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+    ASSERT_EQ(settled, 0);
+    call_tool(&t, a, "wake-1", "record_observations", "{\"notes\":[\"once\"]}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_EQ(o.replayed, 0);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(count_msgs(&t, a, "wake-1", "observation"), 1);
+    ASSERT_EQ(count_msgs(&t, a, "wake-1", "action"), 1);
+    test_rt_close(&t);
+}
+
+/* The same call made by another process between the gate's "not run yet" and this call's write
+ * (a hand call repeated: `vigil tool call` twice): the call's transaction reads the operation
+ * again under the write lock and answers with the other's result, replayed; the effect ran
+ * once. Before, the start rewrote the other's finished operation as started and ran the effect
+ * again. */
+struct racer {
+    struct test_rt *t;
+    const char *agent;
+    int ran;
+};
+
+static vigil_code race_before_start(void *user, enum vg_tool_step step, vigil_error *err)
+{
+    struct racer *r = user;
+    (void)err;
+    if (step != VG_TOOL_STEP_BEFORE_STARTED || r->ran++)
+        return VIGIL_OK;
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = r->t->path};
+    char *out = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_tool_call(other, r->agent, "wake-2", "record_observations",
+                              "{\"notes\":[\"raced\"]}", &out, E));
+    vigil_free(out);
+    vigil_runtime_close(other);
+    return VIGIL_OK;
+}
+
+TEST(a_call_another_process_finished_first_is_replayed_not_run_again)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o = {0};
+    open_rt(&t, "tool_tx_raced");
+    make_agent(&t, CFG_ALL, a);
+    struct racer r = {&t, a, 0};
+    vg_tool_executor_set_step_hook(executor(&t), race_before_start, &r);
+    call_tool(&t, a, "wake-2", "record_observations", "{\"notes\":[\"raced\"]}", &o);
+    vg_tool_executor_set_step_hook(executor(&t), NULL, NULL);
+    ASSERT_EQ(r.ran, 1);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_EQ(o.replayed, 1);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(count_msgs(&t, a, "wake-2", "observation"), 1);
+    test_rt_close(&t);
+}
+
 /* A call answered "retry" that goes in doubt again reaches a person again, with the first answer
  * kept in its history. */
 TEST(a_retried_operation_that_goes_in_doubt_again_is_raised_again)
@@ -1172,6 +1263,8 @@ int main(void)
     RUN(an_approval_is_not_lost_when_its_run_is_cut_short);
     RUN(a_superseded_caller_cannot_start_an_operation);
     RUN(crash_at_every_point_repeats_no_side_effect);
+    RUN(a_transactional_call_that_dies_before_its_commit_leaves_nothing);
+    RUN(a_call_another_process_finished_first_is_replayed_not_run_again);
     RUN(a_retried_operation_that_goes_in_doubt_again_is_raised_again);
     RUN(lookups_that_find_nothing_back_off_then_go_in_doubt);
     RUN(saga_log_tracks_outside_writes);
