@@ -22,12 +22,14 @@
 # The daemon is stopped (SIGTERM) at the end, so a BENCH_WRAP tool writes its output.
 #
 #   bench/bench_serve_orch.sh [VIGIL_BINARY] [TASKS] [AGENTS] [SLOTS] [WORKERS]
+# WORKERS defaults to the daemon's own default (`vigil serve` without --workers: 2), so the
+# figure is the user's path; each worker keeps its own view of the graph (PERF.md, Session 33).
 set -euo pipefail
 VIGIL=${1:-build/vigil}
 TASKS=${2:-1000}
 AGENTS=${3:-4}
 SLOTS=${4:-8}
-WORKERS=${5:-1}
+WORKERS=${5:-2}
 MODEL=${MODEL:-scripted}
 [ -x "$VIGIL" ] || { echo "bench_serve_orch: no vigil binary at $VIGIL (build it first)" >&2; exit 2; }
 VIGIL=$(cd "$(dirname "$VIGIL")" && pwd)/$(basename "$VIGIL")

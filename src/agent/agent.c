@@ -1083,7 +1083,10 @@ vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, jso
     if (!(rc = vg_store_lock_for_write(env->store, "agent_runtime", agent_id, err)) &&
         !(rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)) &&
         !(rc = runtime_apply(env, rt, changes, err)))
-        rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev, err);
+        /* rt is released below unchanged: the memo may keep it for the next read (the run's
+         * start reads what the claim wrote, the next claim what the finish wrote) */
+        rc = vg_env_update_json_noted(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev,
+                                      err);
     rc = vg_store_end(env->store, rc, err);
     json_decref(rt);
     return rc;

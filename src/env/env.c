@@ -220,6 +220,97 @@ parse:
     return json_error_code(&je) == json_error_out_of_memory ? VIGIL_ENOMEM : VIGIL_EPARSE;
 }
 
+static int key_order(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b); /* vg_json_dump's order */
+}
+
+/* What parsing value's sorted encoding gives, built from value: the same tree with every
+ * object's keys in sorted order (jansson keeps keys in the order they were set; a parse sets
+ * them in the text's order), or NULL when that cannot be promised cheaply: a real (its text is
+ * a rounding of it) or a string holding a NUL (the parse refuses \u0000). */
+static json_t *parsed_copy(const json_t *value, int depth)
+{
+    if (depth > 32)
+        return NULL;
+    if (json_is_real(value))
+        return NULL;
+    if (json_is_string(value))
+        return strlen(json_string_value(value)) == json_string_length(value)
+                   ? json_stringn_nocheck(json_string_value(value), json_string_length(value))
+                   : NULL;
+    if (json_is_array(value)) {
+        json_t *a = json_array(), *v;
+        size_t i;
+        json_array_foreach (value, i, v)
+            if (!a || json_array_append_new(a, parsed_copy(v, depth + 1))) {
+                json_decref(a);
+                return NULL;
+            }
+        return a;
+    }
+    if (!json_is_object(value))
+        return json_deep_copy(value); /* an integer, true, false, null */
+    size_t n = json_object_size(value), i = 0;
+    const char **keys = vg_malloc((n ? n : 1) * sizeof *keys);
+    json_t *o = keys ? json_object() : NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)value, k, v)
+        if (keys)
+            keys[i++] = k;
+    if (o && n)
+        qsort(keys, n, sizeof *keys, key_order);
+    for (i = 0; o && i < n; i++)
+        if (json_object_set_new_nocheck(o, keys[i],
+                                        parsed_copy(json_object_get(value, keys[i]), depth + 1))) {
+            json_decref(o);
+            o = NULL;
+        }
+    vg_free(keys);
+    return o;
+}
+
+/* Whether value is what parsing its sorted encoding gives (parsed_copy's conditions, and
+ * every object's keys in sorted order already): then it can be kept as it is. */
+static int parse_ordered(const json_t *value, int depth)
+{
+    const char *k, *prev = NULL;
+    json_t *v;
+    size_t i;
+    if (depth > 32 || json_is_real(value))
+        return 0;
+    if (json_is_string(value))
+        return strlen(json_string_value(value)) == json_string_length(value);
+    if (json_is_array(value)) {
+        json_array_foreach (value, i, v)
+            if (!parse_ordered(v, depth + 1))
+                return 0;
+        return 1;
+    }
+    json_object_foreach ((json_t *)value, k, v) {
+        if ((prev && strcmp(prev, k) >= 0) || !parse_ordered(v, depth + 1))
+            return 0;
+        prev = k;
+    }
+    return 1;
+}
+
+/* A body this process wrote (text, from value, which its writer no longer changes): kept in
+ * the memo as parsing text would give it (value itself when it is that already, else a copy in
+ * that order), so that the next read of the same text copies it instead of parsing it. */
+static void memo_note(struct vg_env *env, const char *text, json_t *value)
+{
+    size_t len = strlen(text);
+    if (len > MEMO_TEXT_MAX || (!env->memo && !(env->memo = vg_calloc(1, sizeof *env->memo))))
+        return;
+    json_t *v = parse_ordered(value, 0) ? json_incref(value) : parsed_copy(value, 0);
+    uint64_t h = fnv1a(text, len);
+    if (v)
+        memo_keep(&env->memo->slot[h % MEMO_SLOTS], h, text, len, v);
+    json_decref(v);
+}
+
 vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
 {
     return parse_memo(env, text, out, 0);
@@ -304,9 +395,9 @@ vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
     return rc;
 }
 
-vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
+static vigil_code update_json(struct vg_env *env, const char *kind, const char *id,
                               const char *owner, const char *k1, const char *k2, int64_t seq,
-                              json_t *body, int64_t expected_rev, vigil_error *err)
+                              json_t *body, int64_t expected_rev, int note, vigil_error *err)
 {
     char *text = NULL;
     vigil_code rc = dump(body, &text, err);
@@ -321,8 +412,24 @@ vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *
                           .at = vg_env_now(env),
                           .body = text};
     rc = vg_store_update(env->store, &r, expected_rev, err);
+    if (!rc && note)
+        memo_note(env, text, body);
     vg_free(text);
     return rc;
+}
+
+vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
+                              const char *owner, const char *k1, const char *k2, int64_t seq,
+                              json_t *body, int64_t expected_rev, vigil_error *err)
+{
+    return update_json(env, kind, id, owner, k1, k2, seq, body, expected_rev, 0, err);
+}
+
+vigil_code vg_env_update_json_noted(struct vg_env *env, const char *kind, const char *id,
+                                    const char *owner, const char *k1, const char *k2, int64_t seq,
+                                    json_t *body, int64_t expected_rev, vigil_error *err)
+{
+    return update_json(env, kind, id, owner, k1, k2, seq, body, expected_rev, 1, err);
 }
 
 vigil_code vg_env_put_text(struct vg_env *env, const char *kind, const char *id, const char *owner,

@@ -143,6 +143,14 @@ vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
 vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
                               const char *owner, const char *k1, const char *k2, int64_t seq,
                               struct json_t *body, int64_t expected_rev, vigil_error *err);
+/* vg_env_update_json for a record this process reads back soon (an agent's runtime state: a
+ * wake's claim, its run and its finish each read what the one before wrote): the body is also
+ * kept in the memo below under the text written, so that reading that text again copies the
+ * body instead of parsing it (about 60 k instructions for a runtime state). The memo may keep
+ * body itself: the caller does not change it after this call (it may release it). */
+vigil_code vg_env_update_json_noted(struct vg_env *env, const char *kind, const char *id,
+                                    const char *owner, const char *k1, const char *k2, int64_t seq,
+                                    struct json_t *body, int64_t expected_rev, vigil_error *err);
 /* Parse a record body (a JSON object or array) into a new value the caller owns, served from
  * the env's memo when the same text was parsed lately. VIGIL_EPARSE when it is not JSON,
  * VIGIL_ENOMEM; *out is untouched then. */

@@ -6,6 +6,8 @@
  */
 #include "helpers/rt.h"
 
+#include "agent/agent.h"
+
 #include <jansson.h>
 
 static const char body[] = "{\"name\":\"a\",\"n\":1,\"list\":[1,2.5,\"x\"],\"o\":{\"k\":null}}";
@@ -119,6 +121,102 @@ TEST(a_shared_read_is_the_memos_value_and_a_private_read_is_not)
     test_rt_close(&t);
 }
 
+/* Keys in the order they are met, as text: "a,b,c" (nested objects in brackets). */
+static void key_order(const json_t *v, char *out, size_t size)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_array(v))
+        json_array_foreach (v, i, x)
+            key_order(x, out, size);
+    if (!json_is_object(v))
+        return;
+    json_object_foreach ((json_t *)v, k, x) {
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s,", k);
+        if (json_is_object(x) || json_is_array(x)) {
+            n = strlen(out);
+            snprintf(out + n, size - n, "[");
+            key_order(x, out, size);
+            n = strlen(out);
+            snprintf(out + n, size - n, "]");
+        }
+    }
+}
+
+/* The shared read of (kind, id) read twice: the memo's own value both times (the same
+ * pointer), what parsing the stored text gives, its keys in the text's order. */
+static void read_back_as_parsed(struct vg_env *env, const char *kind, const char *id, int noted)
+{
+    json_t *a = NULL, *b = NULL, *want = NULL;
+    struct vg_record *r = NULL;
+    char got_keys[512] = "", want_keys[512] = "";
+    ASSERT_OK(vg_store_get_copy(env->store, kind, id, &r, E));
+    ASSERT((want = json_loads(r->body, 0, NULL)) != NULL);
+    ASSERT_OK(vg_env_get_json_shared(env, kind, id, &a, E));
+    ASSERT_OK(vg_env_get_json_shared(env, kind, id, &b, E));
+    /* a text only parsed is noted at its first reading and kept from its second: then a and b
+     * are two values */
+    ASSERT_EQ(a == b, noted);
+    ASSERT(json_equal(a, want) && json_equal(b, want));
+    key_order(want, want_keys, sizeof want_keys);
+    key_order(a, got_keys, sizeof got_keys);
+    ASSERT_STREQ(got_keys, want_keys);
+    json_decref(a);
+    json_decref(b);
+    json_decref(want);
+    vg_free(r);
+}
+
+/* A body written by vg_env_update_json_noted is served to the next read of its text from the
+ * memo, without parsing it, and as parsing it would give it: keys in the text's (sorted)
+ * order whatever order they were set in, the caller's own value when it is that already
+ * (released by the caller, it lives on in the memo). A value the parse would not give back
+ * the same (a real, rounded in its text) is not kept: its text is parsed as before. An
+ * agent's runtime state is written so (the claim, the run and the finish read it in turn). */
+TEST(a_body_written_noted_is_read_back_unparsed_as_the_parse_gives_it)
+{
+    struct test_rt t;
+    json_t *v = NULL, *mine = NULL;
+    int64_t rev = 0;
+    char agent[37];
+    test_rt_open(&t, "env_memo_noted");
+    ASSERT_OK(vg_env_put_text(t.env, "thing", "t1", "", "", "", 0, "{\"n\":1}", 0, E));
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &v, &rev, E));
+    /* set out of order, nested too */
+    json_object_set_new(
+        v, "z", json_pack("{s:i, s:[{s:i, s:i}], s:s}", "y", 1, "b", "q", 2, "c", 3, "a", "x"));
+    json_object_set_new(v, "m", json_true());
+    ASSERT_OK(vg_env_update_json_noted(t.env, "thing", "t1", "", "", "", 0, v, rev, E));
+    json_decref(v);
+    read_back_as_parsed(t.env, "thing", "t1", 1);
+    /* already in order: kept as it is, and a private read is still a copy of its own */
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &v, &rev, E));
+    json_object_set_new(v, "n", json_integer(2));
+    ASSERT_OK(vg_env_update_json_noted(t.env, "thing", "t1", "", "", "", 0, v, rev, E));
+    json_decref(v);
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &mine, &rev, E));
+    json_object_set_new(mine, "n", json_integer(3));
+    json_decref(mine);
+    read_back_as_parsed(t.env, "thing", "t1", 1);
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &v, &rev, E));
+    ASSERT_EQ(json_integer_value(json_object_get(v, "n")), 2);
+    /* a real: parsed again */
+    json_object_set_new(v, "r", json_real(0.1));
+    ASSERT_OK(vg_env_update_json_noted(t.env, "thing", "t1", "", "", "", 0, v, rev, E));
+    json_decref(v);
+    read_back_as_parsed(t.env, "thing", "t1", 0);
+    /* the runtime state */
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, agent, E));
+    json_t *ch = json_pack("{s:s, s:s}", "run_status", "running", "active_run_id", "k1");
+    ASSERT_OK(vg_runtime_state_update(t.env, agent, ch, E));
+    json_decref(ch);
+    read_back_as_parsed(t.env, "agent_runtime", agent, 1);
+    test_rt_close(&t);
+}
+
 /* What a read of (kind, id) answers now, inside a read batch as the loop reads: 0 absent, else
  * the body's "n". */
 static int64_t n_now(struct vg_env *env, int shared)
@@ -196,5 +294,6 @@ int main(void)
     RUN(text_that_is_not_json_is_refused);
     RUN(a_shared_read_is_the_memos_value_and_a_private_read_is_not);
     RUN(a_kept_read_follows_every_writer_while_served_between_calls);
+    RUN(a_body_written_noted_is_read_back_unparsed_as_the_parse_gives_it);
     return 0;
 }

@@ -80,6 +80,7 @@ static const struct row rows[] = {
     {"task", "t-2", "", "done", "", 2},
     {"wake_run", "w-1", "a", "queued", "user", 1},
     {"wake_run", "w-2", "a", "started", "timer", 2},
+    {"agent_lease", "b", "b", "holder-1", "", 9000},
 };
 
 static int row_cmp(const void *x, const void *y)
@@ -176,7 +177,8 @@ static void check_all_shapes(struct vg_store *s)
                  {"journal_key", "run-1", ""},
                  {"task", "ready", "worker"},
                  {"wake_run", "queued", "user"},
-                 {"agent_change", "agent", "a"}};
+                 {"agent_change", "agent", "a"},
+                 {"agent_lease", "holder-1", ""}};
     for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
         for (unsigned sh = 0; sh < 256; sh++)
             check_shape(s, kinds[k].kind, kinds[k].k1, kinds[k].k2, sh);
@@ -248,8 +250,8 @@ TEST(upgrade_from_every_version)
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
                   2);
-        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind <> "
-                                   "'link'"),
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
+                                   "('link', 'agent_lease')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_agent "
                                    "WHERE owner = 'a' AND ix & 64"),
@@ -289,8 +291,22 @@ TEST(upgrade_from_every_version)
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'wake_run' AND ix "
                                    "<> (31 & ~8)"),
                   0);
+        /* Schema 22: a lease is in the owner and k1 indexes only; a release (its holder and
+         * its expiry moved) is found under its new keys and in no index under the old. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'agent_lease' AND "
+                                   "ix <> (32 | 4)"),
+                  0);
+        struct vg_record rel = {"agent_lease", "b", "b", "", "", 0, 0, 7, "{\"released\":1}"};
+        ASSERT_OK(vg_store_update(s, &rel, 1, E));
+        struct vg_query held = {.kind = "agent_lease", .k1 = "holder-1"};
+        struct vg_query free_q = {.kind = "agent_lease", .k1 = ""};
+        int64_t n_held = -1, n_free = -1;
+        ASSERT_OK(vg_store_count(s, &held, &n_held, E));
+        ASSERT_OK(vg_store_count(s, &free_q, &n_free, E));
+        ASSERT_EQ(n_held, 0);
+        ASSERT_EQ(n_free, 1);
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
-        ASSERT_EQ(removed, 6); /* three messages, a link, a journal record, a change */
+        ASSERT_EQ(removed, 7); /* three messages, a link, a journal record, a change, a lease */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE owner = 'b'"), 0);
         ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
         vg_store_close(s);
