@@ -13,6 +13,17 @@ static const char *str_arg(const json_t *args, const char *name)
     return s && *s ? s : NULL;
 }
 
+/* Whether a title or a checklist item's text is longer than the 500 characters (code points,
+ * as the tools' maxLength counts) a person's edit and an agent's call alike may write: every
+ * get_task hands the text to the model. */
+static int too_long(const char *s)
+{
+    size_t chars = 0;
+    for (; s && *s; s++)
+        chars += ((unsigned char)*s & 0xc0) != 0x80;
+    return chars > TODO_TEXT_MAX;
+}
+
 /* The category of the task named by args[name]; a refusal when there is none. */
 static vigil_code need_task(struct vg_todo *t, const json_t *args, const char *name,
                             struct todo_change *c, char category[128], vigil_error *err)
@@ -41,12 +52,18 @@ static vigil_code touch_task(struct vg_todo *t, const char *id, struct todo_chan
 
 /* ---- a task's own fields -------------------------------------------------------------------- */
 
-static int valid_date(const char *s)
+int todo_valid_date(const char *s)
 {
-    int y, m, d;
-    char tail;
-    return s && strlen(s) == 10 && sscanf(s, "%4d-%2d-%2d%c", &y, &m, &d, &tail) == 3 && m >= 1 &&
-           m <= 12 && d >= 1 && d <= 31;
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (!s || strlen(s) != 10 || s[4] != '-' || s[7] != '-')
+        return 0;
+    for (int i = 0; i < 10; i++)
+        if (i != 4 && i != 7 && (s[i] < '0' || s[i] > '9'))
+            return 0;
+    int y = (int)strtol(s, NULL, 10), m = (int)strtol(s + 5, NULL, 10),
+        d = (int)strtol(s + 8, NULL, 10);
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m >= 1 && m <= 12 && d >= 1 && d <= days[m - 1] + (m == 2 && leap);
 }
 
 static int valid_priority(const char *s)
@@ -66,7 +83,7 @@ static int check_task_fields(const json_t *args, struct todo_change *c)
     json_t *prio = json_object_get(args, "priority");
     if (est && !json_is_null(est) && (!json_is_integer(est) || json_integer_value(est) < 0))
         return todo_refuse(c, "invalid_arguments", "estimate_minutes must be minutes, >= 0"), 1;
-    if (due && !json_is_null(due) && !valid_date(json_string_value(due)))
+    if (due && !json_is_null(due) && !todo_valid_date(json_string_value(due)))
         return todo_refuse(c, "invalid_arguments", "due_date must be YYYY-MM-DD or null"), 1;
     if (prio && !valid_priority(json_string_value(prio)))
         return todo_refuse(c, "invalid_arguments", "priority must be low|normal|high|urgent"), 1;
@@ -100,6 +117,9 @@ static vigil_code op_create_task(struct vg_todo *t, const json_t *args, struct t
     sqlite3_stmt *st = NULL;
     if (!cat || !title)
         return todo_refuse(c, "invalid_arguments", "a task needs category_id and title");
+    if (too_long(title))
+        return todo_refuse(c, "invalid_arguments", "a title is at most %d characters",
+                           TODO_TEXT_MAX);
     if (check_task_fields(args, c))
         return VIGIL_OK;
     if ((rc = todo_prepare(t, "SELECT 1 FROM categories WHERE id = ?", &st, err, "s", cat)))
@@ -202,8 +222,10 @@ static vigil_code op_set_task_title(struct vg_todo *t, const json_t *args, struc
                                     vigil_error *err)
 {
     json_t *title = json_object_get(args, "title");
-    if (!str_arg(args, "title"))
-        return todo_refuse(c, "invalid_arguments", "title must be a non-empty string");
+    if (!str_arg(args, "title") || too_long(str_arg(args, "title")))
+        return todo_refuse(c, "invalid_arguments",
+                           "title must be a non-empty string of at most %d characters",
+                           TODO_TEXT_MAX);
     return set_task_column(t, args, c, "title", title, err);
 }
 
@@ -264,8 +286,10 @@ static vigil_code op_add_checklist_items(struct vg_todo *t, const json_t *args,
     if (!json_array_size(items))
         return todo_refuse(c, "invalid_arguments", "items must be a non-empty array of texts");
     json_array_foreach (items, i, it)
-        if (!json_string_length(it))
-            return todo_refuse(c, "invalid_arguments", "items[%zu] must be a non-empty text", i);
+        if (!json_string_length(it) || too_long(json_string_value(it)))
+            return todo_refuse(c, "invalid_arguments",
+                               "items[%zu] must be a non-empty text of at most %d characters", i,
+                               TODO_TEXT_MAX);
     if ((rc = next_position(t, task, &pos, err)) || !(ids = json_array()))
         return rc ? rc : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     c->result = json_pack("{s:s, s:o}", "task_id", task, "item_ids", ids);
@@ -304,9 +328,12 @@ static vigil_code update_one_item(struct vg_todo *t, const char *task, json_t *i
     json_t *text = json_object_get(it, "text"), *done = json_object_get(it, "done");
     int mine = 0;
     vigil_code rc;
-    if (!id || (text && !json_string_length(text)) || (done && !json_is_boolean(done)))
+    if (!id || (text && (!json_string_length(text) || too_long(json_string_value(text)))) ||
+        (done && !json_is_boolean(done)))
         return todo_refuse(c, "invalid_arguments",
-                           "items[%zu] must be {id, text?: non-empty, done?: boolean}", i);
+                           "items[%zu] must be {id, text?: non-empty, at most %d characters, "
+                           "done?: boolean}",
+                           i, TODO_TEXT_MAX);
     if ((rc = item_of_task(t, id, task, &mine, err)))
         return rc;
     if (!mine)
@@ -400,8 +427,10 @@ static vigil_code op_create_follow_up_task(struct vg_todo *t, const json_t *args
     vigil_code rc = need_task(t, args, "task_id", c, category, err);
     if (rc || c->code[0] || check_task_fields(args, c))
         return rc;
-    if (!title)
-        return todo_refuse(c, "invalid_arguments", "title must be a non-empty string");
+    if (!title || too_long(title))
+        return todo_refuse(c, "invalid_arguments",
+                           "title must be a non-empty string of at most %d characters",
+                           TODO_TEXT_MAX);
     /* The follow-up takes the category of its task, never one the caller names. */
     if ((rc = todo_insert_task(t, category, title, args, from, id, err)) ||
         (rc = todo_changed(c, id, "TASK", err)) || (rc = todo_changed(c, from, NULL, err)))
@@ -411,7 +440,28 @@ static vigil_code op_create_follow_up_task(struct vg_todo *t, const json_t *args
     return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
 }
 
-static vigil_code task_title_status(struct vg_todo *t, const char *id, char title[512],
+/* A title's bytes: TODO_TEXT_MAX characters of at most 4 bytes each. */
+#define TITLE_BYTES (TODO_TEXT_MAX * 4 + 1)
+
+/* s cut to at most max_chars characters, and never in the middle of one (a title written before
+ * titles had a limit may be cut by the buffer it was read into). */
+static void cut_chars(char *s, size_t max_chars)
+{
+    size_t chars = 0, i = 0, lead = 0;
+    for (; s[i]; i++)
+        if (((unsigned char)s[i] & 0xc0) != 0x80) {
+            if (chars++ == max_chars)
+                break;
+            lead = i;
+        }
+    s[i] = '\0';
+    unsigned char b = (unsigned char)s[lead];
+    size_t want = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+    if (i && i - lead < want)
+        s[lead] = '\0';
+}
+
+static vigil_code task_title_status(struct vg_todo *t, const char *id, char title[TITLE_BYTES],
                                     char status[16], vigil_error *err)
 {
     sqlite3_stmt *st = NULL;
@@ -421,7 +471,8 @@ static vigil_code task_title_status(struct vg_todo *t, const char *id, char titl
         return rc;
     title[0] = status[0] = '\0';
     if (sqlite3_step(st) == SQLITE_ROW) {
-        snprintf(title, 512, "%s", (const char *)sqlite3_column_text(st, 0));
+        snprintf(title, TITLE_BYTES, "%s", (const char *)sqlite3_column_text(st, 0));
+        cut_chars(title, TODO_TEXT_MAX);
         snprintf(status, 16, "%s", (const char *)sqlite3_column_text(st, 1));
     }
     sqlite3_finalize(st);
@@ -431,13 +482,18 @@ static vigil_code task_title_status(struct vg_todo *t, const char *id, char titl
 static vigil_code op_conclude_task_with_rollover(struct vg_todo *t, const json_t *args,
                                                  struct todo_change *c, vigil_error *err)
 {
-    char category[128], title[512], status[16], next[64] = "", name[600];
+    char category[128], title[TITLE_BYTES], status[16], next[64] = "", name[TITLE_BYTES + 16];
     const char *task = str_arg(args, "task_id"), *given = str_arg(args, "follow_up_title");
     json_t *moved = json_array();
     vigil_code rc = moved ? need_task(t, args, "task_id", c, category, err)
                           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (rc || c->code[0] || (rc = task_title_status(t, task, title, status, err)))
         goto out;
+    if (too_long(given)) {
+        rc = todo_refuse(c, "invalid_arguments", "follow_up_title is at most %d characters",
+                         TODO_TEXT_MAX);
+        goto out;
+    }
     if (strcmp(status, "open")) {
         rc = todo_refuse(c, "unsafe_target", "task \"%s\" is %s, not open", task, status);
         goto out;
@@ -447,6 +503,7 @@ static vigil_code op_conclude_task_with_rollover(struct vg_todo *t, const json_t
         goto out;
     if (json_array_size(moved)) { /* the open items go to a follow-up in the same category */
         snprintf(name, sizeof name, "Follow-up: %s", title);
+        cut_chars(name, TODO_TEXT_MAX);
         json_t *none = json_object();
         rc = todo_insert_task(t, category, given ? given : name, none, task, next, err);
         json_decref(none);
@@ -529,7 +586,7 @@ const struct todo_op todo_ops[] = {
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":{"
                    "\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"id\"],"
                    "\"properties\":{\"id\":{\"type\":\"string\"},\"text\":{\"type\":\"string\","
-                   "\"minLength\":1},\"done\":{\"type\":\"boolean\"}}}}",
+                   "\"minLength\":1,\"maxLength\":500},\"done\":{\"type\":\"boolean\"}}}}",
             "\"task_id\",\"items\""),
      WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\"")},
     {"create_follow_up_task", op_create_follow_up_task,
@@ -540,7 +597,8 @@ const struct todo_op todo_ops[] = {
      WRITE("\"task_id\"", "\"TASK\"")},
     {"conclude_task_with_rollover", op_conclude_task_with_rollover,
      "Mark an open task done; its open checklist items move to a new follow-up task.",
-     SCHEMA(S_TASK ",\"follow_up_title\":{\"type\":\"string\",\"minLength\":1}", "\"task_id\""),
+     SCHEMA(S_TASK ",\"follow_up_title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
+            "\"task_id\""),
      WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\"")},
     {"move_checklist_items", op_move_checklist_items,
      "Move checklist items from one task to another.",

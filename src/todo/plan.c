@@ -13,14 +13,6 @@ static int valid_time(const char *s)
            m >= 0 && m <= 59 && s[2] == ':';
 }
 
-static int valid_day(const char *s)
-{
-    int y, m, d;
-    char tail;
-    return s && strlen(s) == 10 && sscanf(s, "%4d-%2d-%2d%c", &y, &m, &d, &tail) == 3 && m >= 1 &&
-           m <= 12 && d >= 1 && d <= 31;
-}
-
 /* The day's blocks of a category, by start time (owned array). */
 static json_t *day_blocks(struct vg_todo *t, const char *day, const char *cat, vigil_error *err)
 {
@@ -94,7 +86,7 @@ vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
     json_t *blocks = json_object_get(args, "blocks"), *b;
     size_t i;
     vigil_code rc;
-    if (!cat || !valid_day(day) || !json_array_size(blocks))
+    if (!cat || !todo_valid_date(day) || !json_array_size(blocks))
         return todo_refuse(c, "invalid_arguments",
                            "category_id, day (YYYY-MM-DD) and a non-empty blocks are required");
     json_array_foreach (blocks, i, b)

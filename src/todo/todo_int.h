@@ -80,6 +80,10 @@ vigil_code todo_db_fail(struct vg_todo *t, vigil_error *err, const char *what);
 /* A new entity id: prefix + "-" + a UUID. */
 void todo_new_id(struct vg_todo *t, const char *prefix, char out[64]);
 int64_t todo_now_ms(struct vg_todo *t);
+/* The longest title or checklist item text, in characters (the tools' schemas say 500 too). */
+#define TODO_TEXT_MAX 500
+/* Whether s is a calendar day, YYYY-MM-DD (2026-02-30 is not). */
+int todo_valid_date(const char *s);
 /* The category of task_id into out (1), or 0 when there is no such task. */
 vigil_code todo_task_category(struct vg_todo *t, const char *task_id, char *out, size_t n,
                               int *found, vigil_error *err);

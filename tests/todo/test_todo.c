@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 #include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define CFG_WORK "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}"
 
@@ -152,6 +154,35 @@ TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
     json_t *w = task(todo, work);
     ASSERT_STREQ(field(w, "due_date"), "2026-12-24");
     json_decref(w);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* A due date is a day of the calendar: the 30th of February is refused like the 13th month, and
+ * the 29th only in a leap year. */
+TEST(a_due_date_that_is_no_day_is_refused)
+{
+    static const char *const bad[] = {"2026-02-30", "2026-02-29", "2026-04-31", "2026-13-01",
+                                      "2026-00-10", "2026-1-011", "+202-01-01", "2026-01-00"};
+    static const char *const good[] = {"2028-02-29", "2000-02-29", "2026-12-31", "2026-04-30"};
+    struct test_rt t;
+    char work[64], home[64], args[300];
+    test_rt_open(&t, "todo_due");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    for (size_t i = 0; i < VG_ARRAY_LEN(bad); i++) {
+        snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"due_date\":\"%s\"}", work, bad[i]);
+        json_t *r = apply(todo, "update_task_due_date", NULL, args);
+        ASSERT_STREQ(field(json_object_get(r, "error"), "code"), "invalid_arguments");
+        json_decref(r);
+    }
+    for (size_t i = 0; i < VG_ARRAY_LEN(good); i++) {
+        snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"due_date\":\"%s\"}", work, good[i]);
+        json_decref(apply(todo, "update_task_due_date", NULL, args));
+        json_t *w = task(todo, work);
+        ASSERT_STREQ(field(w, "due_date"), good[i]);
+        json_decref(w);
+    }
     vg_todo_close(todo);
     test_rt_close(&t);
 }
@@ -452,6 +483,87 @@ TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
     test_rt_close(&t);
 }
 
+/* A reply's error code, or NULL when it applied. */
+static const char *refusal(struct vg_todo *todo, const char *op, json_t *args)
+{
+    static char code[64];
+    json_t *reply = NULL;
+    ASSERT_OK(vg_todo_apply(todo, op, NULL, args, &reply, E));
+    const char *c = field(json_object_get(reply, "error"), "code");
+    snprintf(code, sizeof code, "%s", c ? c : "");
+    json_decref(reply);
+    json_decref(args);
+    return c ? code : NULL;
+}
+
+/* n copies of the character ch (owned). */
+static char *repeat(const char *ch, size_t n)
+{
+    size_t len = strlen(ch);
+    char *s = malloc(len * n + 1);
+    ASSERT(s);
+    for (size_t i = 0; i < n; i++)
+        memcpy(s + i * len, ch, len);
+    s[len * n] = '\0';
+    return s;
+}
+
+/* A title or a checklist item is at most 500 characters, from a person as from an agent (the
+ * tools' schemas said so, but a person's edit reached the database with any length). */
+TEST(titles_and_checklist_items_are_at_most_500_characters)
+{
+    struct test_rt t;
+    char work[64], home[64];
+    test_rt_open(&t, "todo_texts");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    char *x500 = repeat("x", 500), *x501 = repeat("x", 501);
+    ASSERT_STREQ(
+        refusal(todo, "create_task", json_pack("{s:s, s:s}", "category_id", "work", "title", x501)),
+        "invalid_arguments");
+    ASSERT_STREQ(
+        refusal(todo, "set_task_title", json_pack("{s:s, s:s}", "task_id", work, "title", x501)),
+        "invalid_arguments");
+    ASSERT_STREQ(refusal(todo, "add_multiple_checklist_items",
+                         json_pack("{s:s, s:[s]}", "task_id", work, "items", x501)),
+                 "invalid_arguments");
+    ASSERT(
+        !refusal(todo, "set_task_title", json_pack("{s:s, s:s}", "task_id", work, "title", x500)));
+    free(x500);
+    free(x501);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* The follow-up of a task whose title is long in a script of 3-byte characters is titled
+ * "Follow-up: TITLE" cut to 500 whole characters (it was cut at 511 bytes, in the middle of one,
+ * and the follow-up could then be neither read nor listed). */
+TEST(a_follow_up_of_a_long_title_keeps_whole_characters)
+{
+    struct test_rt t;
+    char work[64], home[64], next[64];
+    test_rt_open(&t, "todo_follow_title");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    char *kanji = repeat("\xe6\x97\xa5", 200); /* 600 bytes */
+    ASSERT(
+        !refusal(todo, "set_task_title", json_pack("{s:s, s:s}", "task_id", work, "title", kanji)));
+    ASSERT(!refusal(todo, "add_multiple_checklist_items",
+                    json_pack("{s:s, s:[s]}", "task_id", work, "items", "left open")));
+    json_t *args = json_pack("{s:s}", "task_id", work), *reply = NULL;
+    ASSERT_OK(vg_todo_apply(todo, "conclude_task_with_rollover", NULL, args, &reply, E));
+    json_decref(args);
+    snprintf(next, sizeof next, "%s", field(json_object_get(reply, "result"), "follow_up_task_id"));
+    json_decref(reply);
+    json_t *f = task(todo, next);
+    const char *title = field(f, "title");
+    ASSERT(title && !strncmp(title, "Follow-up: ", 11) && !strcmp(title + 11, kanji));
+    json_decref(f);
+    free(kanji);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
 /* An agent resolves a task reference and logs a retrospective work session. A reference two
  * tasks match equally is reported ambiguous, naming no task. proves: S0-167 S0-078 */
 TEST(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged)
@@ -593,12 +705,15 @@ int main(void)
 {
     RUN(a_change_is_kept_in_the_task_database_and_names_its_tokens);
     RUN(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens);
+    RUN(a_due_date_that_is_no_day_is_refused);
     RUN(an_agent_granted_one_category_cannot_touch_another);
     RUN(a_task_agent_reaches_its_task_and_nothing_else_of_its_category);
     RUN(a_deleted_task_leaves_every_read_and_comes_back_as_it_was);
     RUN(an_operation_id_applies_once);
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
+    RUN(titles_and_checklist_items_are_at_most_500_characters);
+    RUN(a_follow_up_of_a_long_title_keeps_whole_characters);
     RUN(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged);
     RUN(an_agent_reads_ratings_and_plans_blocks_of_a_day);
     return 0;
