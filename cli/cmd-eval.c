@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "os/clock.h"
 #include "os/fs.h"
+#include "todo/todo.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -809,6 +810,28 @@ static vigil_code check_keys(const json_t *doc, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A scenario that would pass on nothing done: no step to run, no check to make, or a count of
+ * runs for a tool it does not fake (which nothing can ever run). */
+static vigil_code check_not_vacuous(const json_t *doc, vigil_error *err)
+{
+    const json_t *turns = json_object_get(doc, "turns"), *expect = json_object_get(doc, "expect");
+    const char *name;
+    json_t *n;
+    if (!json_is_array(turns) || !json_array_size(turns))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "turns: a list of at least one step (without one the scenario runs "
+                       "nothing, and its expectations would pass on nothing done)");
+    if (!json_object_size(expect))
+        return VG_FAIL(err, VIGIL_EINVAL, "expect: at least one expectation (docs/eval.md)");
+    json_object_foreach ((json_t *)json_object_get(expect, "effects"), name, n)
+        if (!json_object_get(json_object_get(doc, "tools"), name))
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "expect.effects: \"%s\" is not a tool of this scenario's tools: "
+                           "(effects counts the runs of its fake tools)",
+                           name);
+    return VIGIL_OK;
+}
+
 static vigil_code read_scenario(struct scenario *s, vigil_error *err)
 {
     char *text = NULL;
@@ -826,6 +849,8 @@ static vigil_code read_scenario(struct scenario *s, vigil_error *err)
     if (!rc && json_object_get(s->doc, "tools") &&
         !json_is_object(json_object_get(s->doc, "tools")))
         rc = VG_FAIL(err, VIGIL_EINVAL, "tools is a mapping of name to tool");
+    if (!rc)
+        rc = check_not_vacuous(s->doc, err);
     return rc;
 }
 
@@ -1101,9 +1126,30 @@ static json_t *fake_for(json_t *tools, const char *name, const json_t *listed)
 
 struct capture {
     json_t *tools, *exchanges, *calls, *effects, *report, *kill;
-    json_t *notes;       /* what the scenario cannot reproduce as captured */
-    const json_t *known; /* name -> this process's listing of the tool */
+    json_t *notes;        /* what the scenario cannot reproduce as captured */
+    json_t *entities;     /* entity id -> its scope, for the calls' targets */
+    const json_t *known;  /* name -> this process's listing of the tool */
+    struct vg_todo *todo; /* the task domain when it is on: the scope of its entities */
 };
+
+/* The targets of a call whose scope rule is target, with the scope each has now: the replay's
+ * gate asks the scenario's entities, and a target left out resolves to nothing (out_of_scope),
+ * so without them every call of a domain tool would be refused. A target that no longer
+ * resolves is left out, and refused in the replay as it would be now. */
+static void capture_entities(struct capture *k, const json_t *listed, const json_t *input)
+{
+    const json_t *scope = json_object_get(listed, "scope"), *arg;
+    const char *rule = json_string_value(json_object_get(scope, "rule"));
+    size_t i;
+    if (!k->todo || !rule || strcmp(rule, "target"))
+        return;
+    json_array_foreach (json_object_get(scope, "arguments"), i, arg) {
+        const char *id = json_string_value(json_object_get(input, json_string_value(arg)));
+        char where[128];
+        if (id && vg_todo_scope_of(k->todo, id, where, sizeof where))
+            json_object_set_new(k->entities, id, json_string(where));
+    }
+}
 
 /* A call a kill switch stopped: the scenario switches the fake's tool class off (its class as
  * this process knows it, else one of its own), since the switches of that moment are not in
@@ -1150,6 +1196,7 @@ static void capture_call(struct capture *k, const json_t *item, const json_t *fu
     }
     if (listed && own_tool(listed))
         return;
+    capture_entities(k, listed, input);
     json_t *fake = fake_for(k->tools, name, listed);
     if (code && !strcmp(code, "confirmation_required"))
         json_object_set_new(json_object_get(fake, "contract"), "requires_approval", json_true());
@@ -1237,7 +1284,9 @@ static json_t *capture_run(struct cli *c, const json_t *run, vigil_error *err)
                         .calls = json_array(),
                         .effects = json_object(),
                         .kill = json_array(),
-                        .notes = json_array()};
+                        .notes = json_array(),
+                        .entities = json_object(),
+                        .todo = c->todo};
     json_t *sc = json_pack("{s:s+, s:O*, s:o*}", "name", "captured from run ", run_id, "kind",
                            json_object_get(agent, "kind"), "agent", agent);
     k.known = known_tools(c, err);
@@ -1253,6 +1302,8 @@ static json_t *capture_run(struct cli *c, const json_t *run, vigil_error *err)
             json_object_set(sc, "kill", k.kill);
         if (json_array_size(k.notes))
             json_object_set(sc, "notes", k.notes);
+        if (json_object_size(k.entities))
+            json_object_set(sc, "entities", k.entities);
         for (size_t i = 0; i < json_array_size(k.notes); i++)
             fprintf(stderr, "vigil: eval capture: %s\n",
                     json_string_value(json_array_get(k.notes, i)));
@@ -1274,6 +1325,7 @@ static json_t *capture_run(struct cli *c, const json_t *run, vigil_error *err)
     json_decref(k.report);
     json_decref(k.kill);
     json_decref(k.notes);
+    json_decref(k.entities);
     return sc;
 }
 

@@ -6,7 +6,9 @@
 # safety regression is caught (the same injection with a tool that no longer asks for approval:
 # the money moves, the scorecard drops, exit 1, the failed check named); --min sets the
 # threshold; --json carries the scorecard; a malformed scenario is exit 2 naming its file and
-# line, and nothing is left behind. A recorded run is captured as a scenario that replays it.
+# line, and nothing is left behind; one that would pass on nothing done (no turns, no expectation,
+# effects of a tool it does not fake) is refused. A recorded run is captured as a scenario that
+# replays it.
 # proves: S0-118, S0-119, S0-120, S0-122, S0-123
 # proves: S0-131 (tool results are told to the model as untrusted data, test_chat.sh checks the
 # words; an instruction injected through one moves no money, and an ambiguous target is refused)
@@ -116,6 +118,21 @@ sed 's/completed: 7/completed: 8/; s/stale: false/stale: true/' \
 expect 1 eval "$T/wrong.yaml"
 has "$OUT" "runs completed: expected 8, found 7"
 has "$OUT" "reports daily: expected the latest stale, it is fresh"
+# A scenario that would pass on nothing done is refused: no turns (the fake would never be
+# offered), no expectation, or a count of runs for a tool it does not fake.
+fake='tools: {send_money: {description: Send money., result: {sent: true}}}'
+printf 'name: no turns\nagent: {name: t, config: {tools: [send_money]}}\n%s\nexchanges: [{response: {tool_calls: [{id: c1, name: send_money, arguments: {}}]}}]\nexpect: {effects: {send_money: 0}}\n' "$fake" >"$T/vacuous.yaml"
+expect 2 eval "$T/vacuous.yaml"
+has "$ERR" "turns: a list of at least one step"
+sed 's/^name: no turns$/name: empty turns\nturns: []/' "$T/vacuous.yaml" >"$T/vacuous2.yaml"
+expect 2 eval "$T/vacuous2.yaml"
+has "$ERR" "turns: a list of at least one step"
+printf 'name: nothing checked\nagent: {name: t}\nturns: [hi]\nexchanges: [{response: {text: ok}}]\nexpect: {}\n' >"$T/vacuous.yaml"
+expect 2 eval "$T/vacuous.yaml"
+has "$ERR" "expect: at least one expectation"
+printf 'name: misspelled tool\nagent: {name: t, config: {tools: [send_money]}}\n%s\nturns: [hi]\nexchanges: [{response: {text: ok}}]\nexpect: {effects: {send_mony: 0}}\n' "$fake" >"$T/vacuous.yaml"
+expect 2 eval "$T/vacuous.yaml"
+has "$ERR" '"send_mony" is not a tool of this scenario'
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150

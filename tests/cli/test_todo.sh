@@ -3,8 +3,9 @@
 # under the scripted model. A person makes a task and a task agent for it, edits the task, the
 # agent wakes in that same command (no daemon runs), calls the task tools and writes its report,
 # which `vigil agent show` reads back. The agent's own edit does not wake it again, and it
-# cannot touch a task of another category. Then the same under `vigil serve`: its workers'
-# runtimes have the domain's tools too, and so do its HTTP API's (a chat turn, a tool call).
+# cannot touch a task of another category; its wake, captured as a scenario, replays as it ran.
+# Then the same under `vigil serve`: its workers' runtimes have the domain's tools too, and so
+# do its HTTP API's (a chat turn, a tool call).
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -78,6 +79,18 @@ has "$ERR$OUT" "out_of_scope"
 expect 0 todo show "$other"
 R=$OUT
 is '.title == "Fix the sink"'
+# The agent's wake, captured as a scenario, replays as it ran (docs/eval.md): the task tools
+# name their target, so the capture gives each target the category it is in; without that the
+# replay's gate would refuse every task tool out_of_scope.
+expect 0 wakes --agent "$agent" --json
+wake_key=$(printf '%s' "$OUT" | jq -r '.[0].run_key')
+expect 0 eval capture "$wake_key"
+printf '%s\n' "$OUT" >"$T/captured-wake.json"
+R=$OUT
+is ".entities == {\"$task\": \"work\"}"
+is '.expect.calls == ["get_task succeeded", "update_task_estimate succeeded", "set_report succeeded", "record_observations succeeded"]'
+expect 0 eval "$T/captured-wake.json"
+has "$OUT" "PASS  captured from run"
 # Under the daemon: a second task and its agent; the person's edit queues the wake for the
 # daemon, whose worker runs it with the domain's tools (on_runtime).
 expect 0 todo add work "Plan the offsite"
