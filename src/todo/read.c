@@ -44,14 +44,30 @@ static vigil_code task_rows(sqlite3_stmt *st, json_t *out, vigil_error *err)
                                : VG_FAIL(err, VIGIL_ESTORE, "task database: reading tasks failed");
 }
 
+/* Whether category id is there (into *yes). */
+static vigil_code category_exists(struct vg_todo *t, const char *id, int *yes, vigil_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    vigil_code rc = todo_prepare(t, "SELECT 1 FROM categories WHERE id = ?", &st, err, "s", id);
+    *yes = !rc && sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 vigil_code todo_op_list_tasks_in_scope(struct vg_todo *t, const json_t *args, struct todo_change *c,
                                        vigil_error *err)
 {
     const char *cat = json_string_value(json_object_get(args, "category_id"));
     const char *status = json_string_value(json_object_get(args, "status"));
     sqlite3_stmt *st = NULL;
+    int known = 0;
+    vigil_code rc = category_exists(t, cat ? cat : "", &known, err);
+    if (rc)
+        return rc;
+    /* A category that is not there is said so: a misspelled one would read as an empty list. */
+    if (!known)
+        return todo_refuse(c, "invalid_arguments", "no category \"%s\"", cat ? cat : "");
     json_t *tasks = json_array();
-    vigil_code rc;
     if (!tasks)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     status = status ? status : "open";
@@ -59,7 +75,7 @@ vigil_code todo_op_list_tasks_in_scope(struct vg_todo *t, const json_t *args, st
                       "SELECT " TASK_COLUMNS " FROM tasks WHERE category_id = ?"
                       " AND deleted_ms IS NULL AND (? = 'all' OR status = ?)"
                       " ORDER BY created_ms, id",
-                      &st, err, "sss", cat ? cat : "", status, status);
+                      &st, err, "sss", cat, status, status);
     if (!rc)
         rc = task_rows(st, tasks, err);
     sqlite3_finalize(st);

@@ -22,6 +22,12 @@ is '.category_id == "work"'
 task=$(printf '%s' "$OUT" | jq -r .task_id)
 expect 0 todo add home "Fix the sink"
 other=$(printf '%s' "$OUT" | jq -r .task_id)
+# A category that is not there is an error, not an empty list (a typo would read as "no tasks").
+expect 3 todo list wrok
+has "$ERR" 'no category "wrok"'
+expect 0 todo list home --json
+R=$OUT
+is '.tasks | length == 1'
 expect 0 todo agent "$task"
 agent=$OUT
 # one task agent a task
