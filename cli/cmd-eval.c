@@ -657,6 +657,43 @@ static void check_reports(struct scenario *s, const json_t *want, vigil_error *e
     }
 }
 
+/* How many model calls the scenario's runs made, every agent's (a spawned child's too). */
+static size_t model_calls(struct scenario *s, vigil_error *err)
+{
+    size_t n = 0;
+    char *cursor = NULL, *text = NULL;
+    do {
+        if (vigil_runs_list(s->rt, NULL, NULL, cursor, 100, &text, err))
+            break;
+        json_t *page = json_loads(text, 0, NULL), *run;
+        vigil_free(text);
+        size_t i;
+        json_array_foreach (json_object_get(page, "items"), i, run)
+            n += (size_t)json_integer_value(json_object_get(run, "model_calls"));
+        free(cursor);
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        cursor = next ? strdup(next) : NULL;
+        json_decref(page);
+    } while (cursor);
+    free(cursor);
+    return n;
+}
+
+/* The model's script played to its end: an exchange never reached (a tool call after a reply
+ * that ended the turn, a turn too few) is a step the scenario meant to test and did not, and
+ * its expectations (a fake's `effects: 0`) would pass on it. Counted as a check only when it
+ * fails, so a scenario's checks are the ones its author wrote. */
+static void check_exchanges_played(struct scenario *s, vigil_error *err)
+{
+    size_t scripted = json_array_size(json_object_get(s->doc, "exchanges"));
+    size_t played = model_calls(s, err);
+    if (played < scripted)
+        check(s, CLASS_TOOL, 0,
+              "exchanges: the model played %zu of the %zu scripted; the rest never ran (a "
+              "reply that ended the turn before them, or a turn too few)",
+              played, scripted);
+}
+
 static void check_expectations(struct scenario *s, vigil_error *err)
 {
     const json_t *e = json_object_get(s->doc, "expect");
@@ -691,6 +728,7 @@ static void check_expectations(struct scenario *s, vigil_error *err)
         check_contains(s, CLASS_REPORT, "report", v, report);
         free(report);
     }
+    check_exchanges_played(s, err);
 }
 
 /* The shapes an expectation takes. */
@@ -1224,6 +1262,20 @@ static void capture_call(struct capture *k, const json_t *item, const json_t *fu
     json_object_set_new(k->effects, name, json_integer(json_integer_value(n) + ran));
 }
 
+/* A run that ended without a reply because its model call failed or its process died: the
+ * replay's model would be asked once more and find no exchange, which stops the whole
+ * evaluation. A stand-in reply ends the replayed turn where the run ended, and the note says
+ * so; the calls and effects up to there are what the scenario checks. */
+static void capture_cut_short(struct capture *k, const char *status, const char *error)
+{
+    json_array_append_new(k->exchanges, json_pack("{s:{s:s++}}", "response", "text",
+                                                  "(captured: the run ended here, ", status, ")"));
+    json_array_append_new(k->notes,
+                          json_sprintf("the run ended %s without a reply (%s): the last exchange "
+                                       "is a stand-in reply, so the replay ends its turn there",
+                                       status, error ? error : "no error recorded"));
+}
+
 /* This process's listing of every tool, by name. */
 static json_t *known_tools(struct cli *c, vigil_error *err)
 {
@@ -1295,9 +1347,11 @@ static json_t *capture_run(struct cli *c, const json_t *run, vigil_error *err)
         json_decref(sc);
         sc = NULL;
     } else {
+        const char *status = json_string_value(json_object_get(run, "status"));
         if (reply)
             json_array_append_new(k.exchanges, json_pack("{s:{s:O}}", "response", "text", reply));
-        const char *status = json_string_value(json_object_get(run, "status"));
+        else if (status && (!strcmp(status, "failed") || !strcmp(status, "crashed")))
+            capture_cut_short(&k, status, json_string_value(json_object_get(run, "error")));
         if (json_array_size(k.kill))
             json_object_set(sc, "kill", k.kill);
         if (json_array_size(k.notes))

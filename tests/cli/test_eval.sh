@@ -7,8 +7,9 @@
 # the money moves, the scorecard drops, exit 1, the failed check named); --min sets the
 # threshold; --json carries the scorecard; a malformed scenario is exit 2 naming its file and
 # line, and nothing is left behind; one that would pass on nothing done (no turns, no expectation,
-# effects of a tool it does not fake) is refused. A recorded run is captured as a scenario that
-# replays it.
+# effects of a tool it does not fake) is refused, and one whose scripted exchanges were not all
+# played fails. A recorded run is captured as a scenario that replays it, one whose model call
+# failed too.
 # proves: S0-118, S0-119, S0-120, S0-122, S0-123
 # proves: S0-131 (tool results are told to the model as untrusted data, test_chat.sh checks the
 # words; an instruction injected through one moves no money, and an ambiguous target is refused)
@@ -83,6 +84,23 @@ expect 0 --store "$store" runs list --json
 run=$(printf '%s' "$OUT" | sed -n 's/.*"run_id": "\([^"]*\)".*/\1/p' | head -n 1)
 expect 0 --store "$store" eval capture "$run"
 has "$ERR" "tool archive_project: refused out_of_scope in the run, but its contract is not known"
+# A run whose model call failed after a tool call ended without a reply: captured, it replays
+# (a stand-in reply ends the turn where the run ended, and the notes say so) instead of stopping
+# the whole evaluation on a script with no exchange left.
+printf '%s\n' '{"vigil_cassette": 1, "exchanges": [' \
+  '{"response": {"tool_calls": [{"id": "c1", "name": "set_report", "arguments": {"scope": "current", "markdown": "half done"}}]}},' \
+  '{"error": {"code": "EAUTH", "message": "key revoked"}}]}' >"$T/failing.json"
+expect 0 --store "$T/failed.db" init
+expect 0 --store "$T/failed.db" agent create --name Pal --config '{"tools":["set_report"]}'
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/failing.json" \
+  expect 9 --store "$T/failed.db" chat Pal -m "report please"
+expect 0 --store "$T/failed.db" runs list --json
+run=$(printf '%s' "$OUT" | jq -r '.items[0].run_id')
+expect 0 --store "$T/failed.db" eval capture "$run"
+printf '%s\n' "$OUT" >"$T/captured-failed.json"
+has "$ERR" "the run ended failed without a reply"
+expect 0 eval "$T/captured-failed.json"
+has "$OUT" "PASS  captured from run $run"
 expect 3 --store "$store" eval capture 0123456789abcdef-no-such-run
 expect 2 --store "$store" eval capture
 
@@ -133,6 +151,11 @@ has "$ERR" "expect: at least one expectation"
 printf 'name: misspelled tool\nagent: {name: t, config: {tools: [send_money]}}\n%s\nturns: [hi]\nexchanges: [{response: {text: ok}}]\nexpect: {effects: {send_mony: 0}}\n' "$fake" >"$T/vacuous.yaml"
 expect 2 eval "$T/vacuous.yaml"
 has "$ERR" '"send_mony" is not a tool of this scenario'
+# Exchanges the model never reached fail a check: here a reply ends the turn before the
+# scripted send_money, which `effects: {send_money: 0}` would otherwise pass on.
+printf 'name: unplayed\nagent: {name: t, config: {tools: [send_money]}}\n%s\nturns: [hi]\nexchanges: [{response: {text: "no"}}, {response: {tool_calls: [{id: c1, name: send_money, arguments: {}}]}}]\nexpect: {effects: {send_money: 0}}\n' "$fake" >"$T/unplayed.yaml"
+expect 1 eval "$T/unplayed.yaml"
+has "$OUT" "tool: exchanges: the model played 1 of the 2 scripted"
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150
