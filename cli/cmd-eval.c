@@ -250,8 +250,14 @@ static vigil_code chat_turn(struct scenario *s, const char *text, vigil_error *e
         out ? json_loads(out, 0, NULL)
             : json_pack("{s:s, s:s}", "end", vigil_code_name(rc), "error", turn_err.message);
     vigil_free(out);
+    /* A refusal, or the model's call failing (an `{error: ...}` exchange: the provider refused,
+     * rate-limited, overloaded), is how the turn ended, for `outcome:` to name; a script that
+     * ran out of exchanges is the scenario's own fault and stops it. */
+    int provider = rc && rc != VIGIL_ENOTFOUND &&
+                   (vigil_code_exit_status(rc) == vigil_code_exit_status(VIGIL_EPROVIDER) ||
+                    vigil_error_from_provider(&turn_err));
     if (rc && rc != VIGIL_EKILLED && rc != VIGIL_EBUDGET && rc != VIGIL_EDENIED &&
-        rc != VIGIL_ECONFIRM) {
+        rc != VIGIL_ECONFIRM && !provider) {
         vg_error_copy(err, &turn_err);
         return rc;
     }

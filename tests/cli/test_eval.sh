@@ -151,6 +151,11 @@ has "$ERR" "expect: at least one expectation"
 printf 'name: misspelled tool\nagent: {name: t, config: {tools: [send_money]}}\n%s\nturns: [hi]\nexchanges: [{response: {text: ok}}]\nexpect: {effects: {send_mony: 0}}\n' "$fake" >"$T/vacuous.yaml"
 expect 2 eval "$T/vacuous.yaml"
 has "$ERR" '"send_mony" is not a tool of this scenario'
+# The model's call failing (an error exchange) is how the turn ended, for outcome: to name: the
+# refund issued before it ran once, and the evaluation goes on.
+printf 'name: provider fails\nagent: {name: t, config: {tools: [refund]}}\ntools: {refund: {description: Refund., contract: {mutating: true, idempotency: idempotent}, result: {refunded: true}}}\nturns: [refund order 7]\nexchanges: [{response: {tool_calls: [{id: c1, name: refund, arguments: {order: 7}}]}}, {error: {code: EAUTH, message: key revoked}}]\nexpect: {calls: [refund succeeded], effects: {refund: 1}, outcome: EAUTH}\n' >"$T/provider.yaml"
+expect 0 eval "$T/provider.yaml"
+has "$OUT" "PASS  provider fails"
 # Exchanges the model never reached fail a check: here a reply ends the turn before the
 # scripted send_money, which `effects: {send_money: 0}` would otherwise pass on.
 printf 'name: unplayed\nagent: {name: t, config: {tools: [send_money]}}\n%s\nturns: [hi]\nexchanges: [{response: {text: "no"}}, {response: {tool_calls: [{id: c1, name: send_money, arguments: {}}]}}]\nexpect: {effects: {send_money: 0}}\n' "$fake" >"$T/unplayed.yaml"
