@@ -9,6 +9,7 @@
  */
 #include "cli.h"
 
+#include "os/clock.h"
 #include "os/fs.h"
 #include "os/say.h"
 
@@ -46,6 +47,32 @@ static int daemon_note(struct cli *c, int quiet)
     return 0;
 }
 
+/* When nothing ran here, the wakes still queued: a change that joined a wake due later (a
+ * retry after a failure) would otherwise read as one no agent watches. */
+static void say_still_queued(struct cli *c)
+{
+    vigil_error err = {0};
+    char *text = NULL, when[32];
+    if (vigil_wake_runs(c->rt, NULL, "queued", 1000, &text, &err))
+        return;
+    json_t *v = cli_parse_json_text(text), *w;
+    size_t i;
+    int64_t next = 0;
+    json_array_foreach (v, i, w) {
+        int64_t due = json_integer_value(json_object_get(w, "not_before_ms"));
+        if (!next || due < next)
+            next = due;
+    }
+    if (json_array_size(v)) {
+        vg_time_format_ms(when, next);
+        fprintf(stderr,
+                "vigil: %zu wake(s) wait in the queue, the next not before %s (a retry waits "
+                "a while after a failure): `vigil serve` runs them\n",
+                json_array_size(v), when);
+    }
+    json_decref(v);
+}
+
 /* No daemon: do the work here. */
 static int process_here(struct cli *c)
 {
@@ -54,6 +81,8 @@ static int process_here(struct cli *c)
     if (vigil_wake_process(c->rt, 0, &ran, &err))
         return cli_fail(&err);
     fprintf(stderr, "vigil: no daemon running: ran %d wake(s) in this process\n", ran);
+    if (!ran)
+        say_still_queued(c);
     return 0;
 }
 

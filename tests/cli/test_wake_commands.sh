@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: vigil subscription / timer / wake / notify / wakes without a daemon, with the
-# error paths a person can hit (one-line errors, exit statuses from the code table).
+# error paths a person can hit (one-line errors, exit statuses from the code table); a change
+# that runs nothing here because its wake waits in the queue says so.
 # proves: S0-010
 source "$(dirname "$0")/lib.sh" "$1"
 unset VIGIL_WAKE_RUNNER
@@ -132,5 +133,16 @@ has "$OUT" "skipped"
 expect 2 wakes --limit 0
 expect 0 subscription remove gym
 expect 3 subscription remove gym
+# A change that joins a wake due later (the retry of one whose model call failed) runs nothing
+# here, and the command says what waits and when, not just "ran 0".
+expect 0 agent create --name flaky
+expect 0 subscription add flaky --token FLAKY
+printf '{"vigil_cassette":1,"exchanges":[{"error":{"code":"EAUTH","message":"key revoked"}}]}' >"$T/fail.json"
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/fail.json" expect 0 notify FLAKY
+has "$ERR" "ran 1 wake(s)"
+expect 0 notify FLAKY
+has "$ERR" "ran 0 wake(s)"
+has "$ERR" "1 wake(s) wait in the queue, the next not before 20"
+has "$ERR" "vigil serve"
 
 finish
