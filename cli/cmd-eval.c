@@ -685,19 +685,24 @@ static size_t model_calls(struct scenario *s, vigil_error *err)
     return n;
 }
 
-/* The model's script played to its end: an exchange never reached (a tool call after a reply
+/* The model's script played to its end: an answer never reached (a tool call after a reply
  * that ended the turn, a turn too few) is a step the scenario meant to test and did not, and
- * its expectations (a fake's `effects: 0`) would pass on it. Counted as a check only when it
- * fails, so a scenario's checks are the ones its author wrote. */
+ * its expectations (a fake's `effects: 0`) would pass on it. Answers are counted against the
+ * runs' model calls; an `error` exchange is left out, since a retried one is an attempt of a
+ * call, not a call. Counted as a check only when it fails, so a scenario's checks are the ones
+ * its author wrote. */
 static void check_exchanges_played(struct scenario *s, vigil_error *err)
 {
-    size_t scripted = json_array_size(json_object_get(s->doc, "exchanges"));
-    size_t played = model_calls(s, err);
-    if (played < scripted)
+    const json_t *ex;
+    size_t i, answers = 0;
+    json_array_foreach (json_object_get(s->doc, "exchanges"), i, ex)
+        answers += json_object_get(ex, "response") != NULL;
+    size_t calls = model_calls(s, err);
+    if (calls < answers)
         check(s, CLASS_TOOL, 0,
-              "exchanges: the model played %zu of the %zu scripted; the rest never ran (a "
-              "reply that ended the turn before them, or a turn too few)",
-              played, scripted);
+              "exchanges: the runs made %zu model call(s) for the %zu scripted answers; the rest "
+              "never ran (a reply that ended the turn before them, or a turn too few)",
+              calls, answers);
 }
 
 static void check_expectations(struct scenario *s, vigil_error *err)

@@ -160,7 +160,10 @@ has "$OUT" "PASS  provider fails"
 # scripted send_money, which `effects: {send_money: 0}` would otherwise pass on.
 printf 'name: unplayed\nagent: {name: t, config: {tools: [send_money]}}\n%s\nturns: [hi]\nexchanges: [{response: {text: "no"}}, {response: {tool_calls: [{id: c1, name: send_money, arguments: {}}]}}]\nexpect: {effects: {send_money: 0}}\n' "$fake" >"$T/unplayed.yaml"
 expect 1 eval "$T/unplayed.yaml"
-has "$OUT" "tool: exchanges: the model played 1 of the 2 scripted"
+has "$OUT" "tool: exchanges: the runs made 1 model call(s) for the 2 scripted answers"
+# A rate limit retried takes an exchange of its own without being a call: not an unplayed one.
+printf 'name: retried\nagent: {name: t}\nturns: [hi]\nexchanges: [{error: {code: ERATELIMIT, message: slow down, retry_after_ms: 10}}, {response: {text: hello}}]\nexpect: {reply_contains: [hello]}\n' >"$T/retried.yaml"
+expect 0 eval "$T/retried.yaml"
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150
