@@ -107,14 +107,19 @@ static void messages_row(json_t *m)
 
 static void tools_header(void)
 {
-    printf("%-36s  %-20s  %-10s  %6s  %s\n", "ID", "TOOL", "STATUS", "MS", "INPUT");
+    printf("%-36s  %-20s  %-20s  %6s  %s\n", "ID", "TOOL", "STATUS", "MS", "INPUT");
 }
 
+/* The status with the error code that says why (`denied out_of_scope`), as `vigil eval` names
+ * a call: "failed" alone hides a refusal of the gate among the tool's own failures. */
 static void tools_row(json_t *t)
 {
     const char *id = str(t, "tool_call_id");
-    printf("%-36s  %-20s  %-10s  %6lld  %.60s\n", id, str(t, "name"), str(t, "status"),
-           num(t, "duration_ms"), str(t, "input_preview"));
+    const char *code = json_string_value(json_object_get(t, "error_code"));
+    char status[96];
+    snprintf(status, sizeof status, "%s%s%s", str(t, "status"), code ? " " : "", code ? code : "");
+    printf("%-36s  %-20s  %-20s  %6lld  %.60s\n", id, str(t, "name"), status, num(t, "duration_ms"),
+           str(t, "input_preview"));
 }
 
 /* One "label  value" line; strings as they are, other JSON compact, absent or null as "-". */

@@ -84,6 +84,9 @@ expect 0 --store "$store" runs list --json
 run=$(printf '%s' "$OUT" | sed -n 's/.*"run_id": "\([^"]*\)".*/\1/p' | head -n 1)
 expect 0 --store "$store" eval capture "$run"
 has "$ERR" "tool archive_project: refused out_of_scope in the run, but its contract is not known"
+# The run's tool calls say why one was refused, not just "failed".
+expect 0 --store "$store" runs tools "$run"
+has "$OUT" "denied out_of_scope"
 # A run whose model call failed after a tool call ended without a reply: captured, it replays
 # (a stand-in reply ends the turn where the run ended, and the notes say so) instead of stopping
 # the whole evaluation on a script with no exchange left.
