@@ -111,7 +111,7 @@ static void tools_header(void)
 }
 
 /* The status with the error code that says why (`denied out_of_scope`), as `vigil eval` names
- * a call: "failed" alone hides a refusal of the gate among the tool's own failures. */
+ * a call: the status alone does not say which refusal, nor how a tool failed. */
 static void tools_row(json_t *t)
 {
     const char *id = str(t, "tool_call_id");
