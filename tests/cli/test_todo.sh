@@ -86,14 +86,14 @@ expect 0 todo show "$other"
 R=$OUT
 is '.title == "Fix the sink"'
 # The agent's wake, captured as a scenario, replays as it ran (docs/eval.md): the task tools
-# name their target, so the capture gives each target the category it is in; without that the
-# replay's gate would refuse every task tool out_of_scope.
+# name their target, so the capture gives each target the scope it has (CATEGORY/TASK);
+# without that the replay's gate would refuse every task tool out_of_scope.
 expect 0 wakes --agent "$agent" --json
 wake_key=$(printf '%s' "$OUT" | jq -r '.[0].run_key')
 expect 0 eval capture "$wake_key"
 printf '%s\n' "$OUT" >"$T/captured-wake.json"
 R=$OUT
-is ".entities == {\"$task\": \"work\"}"
+is ".entities == {\"$task\": \"work/$task\"}"
 is '.expect.calls == ["get_task succeeded", "update_task_estimate succeeded", "set_report succeeded", "record_observations succeeded"]'
 expect 0 eval "$T/captured-wake.json"
 has "$OUT" "PASS  captured from run"
