@@ -219,6 +219,26 @@ static void sim_sleep(void *user, int64_t ms)
     ((struct sim_clock *)user)->now_ms += ms;
 }
 
+/* A runtime on a fresh store in the test folder name, reading the time from clock, with one
+ * active agent of that mode (its id into agent). */
+static vigil_runtime *open_on_clock(const char *name, const vigil_clock *clock, const char *mode,
+                                    char agent[37])
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/store.db", vg_test_tmpdir(name));
+    vigil_runtime_options o;
+    vigil_runtime_options_default(&o);
+    o.store_uri = path;
+    o.create_if_missing = 1;
+    o.clock = clock;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    vigil_agent_spec spec = {.name = name, .mode = mode};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vigil_agent_resume(rt, agent, NULL, E));
+    return rt;
+}
+
 /* A runtime opened on the program's clock reads the time from it alone: a daily timer fires
  * when the simulated day reaches its hour, its run's times are the simulated ones, and three
  * days skipped give one catch-up wake, all in no real time. */
@@ -227,18 +247,8 @@ TEST(a_program_clock_drives_timers_and_record_times)
     struct sim_clock sim;
     ASSERT_EQ(vg_time_parse_ms("2026-12-01T08:00:00Z", &sim.now_ms), 0);
     vigil_clock clock = {.now_ms = sim_now, .sleep_ms = sim_sleep, .user = &sim};
-    char path[4200], a[37], tid[37];
-    snprintf(path, sizeof path, "%s/sim.db", vg_test_tmpdir("wake_api_clock"));
-    vigil_runtime_options o;
-    vigil_runtime_options_default(&o);
-    o.store_uri = path;
-    o.create_if_missing = 1;
-    o.clock = &clock;
-    vigil_runtime *rt = NULL;
-    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
-    vigil_agent_spec spec = {.name = "daily", .mode = "autonomous"};
-    ASSERT_OK(vigil_agent_create(rt, &spec, a, E));
-    ASSERT_OK(vigil_agent_resume(rt, a, NULL, E));
+    char a[37], tid[37];
+    vigil_runtime *rt = open_on_clock("wake_api_clock", &clock, "autonomous", a);
     ASSERT_OK(vigil_timer_add(rt, a, "cron", "0 18 * * *", "UTC", tid, E));
     int ran = -1;
     ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
@@ -257,7 +267,12 @@ TEST(a_program_clock_drives_timers_and_record_times)
     ASSERT_CONTAINS(text, "\"next_run_at\":\"2026-12-05T18:00:00.000Z\"");
     vigil_free(text);
     vigil_runtime_close(rt);
+    /* A clock without its now_ms is refused. */
     vigil_clock broken = {.user = &sim};
+    vigil_runtime_options o;
+    vigil_runtime_options_default(&o);
+    o.store_uri = ":memory:";
+    o.create_if_missing = 1;
     o.clock = &broken;
     ASSERT_CODE(VIGIL_EINVAL, vigil_runtime_open(&o, &rt, NULL));
 }
@@ -275,18 +290,8 @@ TEST(a_manual_wakes_key_and_time_are_one_reading_of_the_clock)
 {
     int64_t t = 1796634000000;
     vigil_clock clock = {.now_ms = ticking_now, .user = &t};
-    char path[4200], a[37], key[65], *text = NULL;
-    snprintf(path, sizeof path, "%s/tick.db", vg_test_tmpdir("wake_api_tick"));
-    vigil_runtime_options o;
-    vigil_runtime_options_default(&o);
-    o.store_uri = path;
-    o.create_if_missing = 1;
-    o.clock = &clock;
-    vigil_runtime *rt = NULL;
-    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
-    vigil_agent_spec spec = {.name = "manual", .mode = "hybrid"};
-    ASSERT_OK(vigil_agent_create(rt, &spec, a, E));
-    ASSERT_OK(vigil_agent_resume(rt, a, NULL, E));
+    char a[37], key[65], *text = NULL;
+    vigil_runtime *rt = open_on_clock("wake_api_tick", &clock, "hybrid", a);
     ASSERT_OK(vigil_wake_agent(rt, a, NULL, NULL, key, E));
     ASSERT_OK(vigil_wake_runs(rt, a, "queued", 0, &text, E));
     json_t *runs = json_loads(text, 0, NULL), *run = json_array_get(runs, 0);
