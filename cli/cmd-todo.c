@@ -135,27 +135,41 @@ static void open_todo(struct cli *c)
 
 /* Apply op; print the result (or the refusal, as the exit status); raise the tokens and run
  * the wakes they queued. */
-static int change(struct cli *c, const char *op, json_t *args, int quiet)
+/* Apply op with args (taken) on the task database: 0 with *reply (owned), or the exit status
+ * of a failure, or of a refusal (refused: its code), said on stderr. */
+static int apply_op(struct cli *c, const char *op, json_t *args, vigil_code refused, json_t **reply)
 {
     vigil_error err = {0};
-    json_t *reply = NULL, *fault;
+    json_t *fault;
+    *reply = NULL;
     open_todo(c);
-    vigil_code rc = vg_todo_apply(c->todo, op, NULL, args, &reply, &err);
+    vigil_code rc = vg_todo_apply(c->todo, op, NULL, args, reply, &err);
     json_decref(args);
     if (rc)
         return cli_fail(&err);
-    if ((fault = json_object_get(reply, "error"))) {
+    if ((fault = json_object_get(*reply, "error"))) {
         fprintf(stderr, "vigil: %s\n", json_string_value(json_object_get(fault, "message")));
-        json_decref(reply);
-        return vigil_code_exit_status(VIGIL_EINVAL);
+        json_decref(*reply);
+        *reply = NULL;
+        return vigil_code_exit_status(refused);
     }
+    return 0;
+}
+
+static int change(struct cli *c, const char *op, json_t *args, int quiet)
+{
+    vigil_error err = {0};
+    json_t *reply = NULL;
+    int status = apply_op(c, op, args, VIGIL_EINVAL, &reply);
+    if (status)
+        return status;
     if (!quiet) {
         char *text = json_dumps(json_object_get(reply, "result"), JSON_INDENT(2));
         if (text)
             puts(text);
         free(text);
     }
-    rc = vg_todo_notify(c->rt, reply, &err);
+    vigil_code rc = vg_todo_notify(c->rt, reply, &err);
     json_decref(reply);
     return rc ? cli_fail(&err) : cli_run_queued(c);
 }
@@ -260,19 +274,11 @@ static void add_task_agent(struct cli *c, json_t *task)
 
 static int todo_read(struct cli *c, const char *op, json_t *args, int json)
 {
-    vigil_error err = {0};
-    json_t *reply = NULL, *fault, *t;
+    json_t *reply = NULL, *t;
     size_t i;
-    open_todo(c);
-    vigil_code rc = vg_todo_apply(c->todo, op, NULL, args, &reply, &err);
-    json_decref(args);
-    if (rc)
-        return cli_fail(&err);
-    if ((fault = json_object_get(reply, "error"))) {
-        fprintf(stderr, "vigil: %s\n", json_string_value(json_object_get(fault, "message")));
-        json_decref(reply);
-        return vigil_code_exit_status(VIGIL_ENOTFOUND);
-    }
+    int status = apply_op(c, op, args, VIGIL_ENOTFOUND, &reply);
+    if (status)
+        return status;
     json_t *result = json_object_get(reply, "result");
     if (!strcmp(op, "get_task"))
         add_task_agent(c, result);
