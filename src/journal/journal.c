@@ -292,16 +292,18 @@ static const char *body_status(const json_t *body)
     return vg_jstr(body, "status");
 }
 
-/* The run record just written with body: once the run has ended, its 2 KB projection is rarely
- * rewritten, and the store may place it with the appended rows (vg_store_settle). The run
- * record is left: it is small, in seven indexes, and moving it cost more instructions than the
- * bytes it freed (docs/internals/PERF.md, session 25). */
+/* The run record just written with body: once the run has ended, it and its 2 KB projection are
+ * rarely rewritten, and the store may place them with the appended rows (vg_store_settle). The
+ * record shrinks when the run ends (its packed form, store/body.c), so left among the hot rows
+ * it kept a leaf part empty once the next run's rows had split it (docs/internals/PERF.md,
+ * sessions 25 and 36). */
 static vigil_code settle_if_ended(struct vg_run *run, const json_t *body, vigil_error *err)
 {
     const char *st = body_status(body);
     if (!st || strcmp(st, "queued") == 0 || strcmp(st, "running") == 0)
         return VIGIL_OK;
-    return vg_store_settle(run->store, PROJECTION_KIND, run->run_id, err);
+    vigil_code rc = vg_store_settle(run->store, PROJECTION_KIND, run->run_id, err);
+    return rc ? rc : vg_store_settle(run->store, RUN_KIND, run->run_id, err);
 }
 
 static int copy_ack_cb(void *user, const struct vg_record *r)

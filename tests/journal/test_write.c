@@ -11,6 +11,7 @@
 #include "store/body.h"
 
 #include <jansson.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -938,6 +939,57 @@ TEST(a_runs_header_stores_none_of_its_constants)
     fx_close(&f);
 }
 
+/* The rows of kind that the store file keeps at the table's left end (a negative rowid: where
+ * the SQLite adapter puts the rows a run rewrites at each commit), and how many of them are a
+ * running run's (their k1, the status). */
+static int64_t left_end_rows(const char *path, const char *kind, int64_t *running)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db,
+                                 "SELECT count(*), count(CASE WHEN k1 = 'running' THEN 1 END) "
+                                 "FROM records WHERE kind = ?1 AND rowid < 0",
+                                 -1, &st, NULL),
+              SQLITE_OK);
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        n = sqlite3_column_int64(st, 0);
+        *running = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* A finished run's record and projection leave the left end of the SQLite table, where the rows
+ * a running run rewrites are kept together: the record shrinks when the run ends (its packed
+ * form), and left there with the next runs' rows put in to its left, it kept leaves part empty
+ * (docs/internals/PERF.md, "Session 36"). A running run's rows stay. */
+TEST(a_finished_runs_record_and_projection_leave_the_left_end)
+{
+    struct fx f;
+    fx_open(&f, "jw_settled", 13);
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        struct vg_run *run = fx_run(&f, FX_AGENT, key);
+        struct vg_journal_message m = HELLO;
+        ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
+        ASSERT_OK(deliver(run, "delivered"));
+        if (i < 3)
+            ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, "done", NULL, E));
+        vg_journal_run_free(run);
+    }
+    int64_t running = -1;
+    ASSERT_EQ(left_end_rows(f.path, "run", &running), 1);
+    ASSERT_EQ(running, 1);
+    ASSERT_EQ(left_end_rows(f.path, "run_projection", &running), 1);
+    ASSERT_EQ(fx_count(f.store, "run", NULL), 4);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(header_first);
@@ -956,5 +1008,6 @@ int main(void)
     RUN(projection_written_once_per_transaction);
     RUN(kept_back_writes_survive_every_failure);
     RUN(a_runs_header_stores_none_of_its_constants);
+    RUN(a_finished_runs_record_and_projection_leave_the_left_end);
     return 0;
 }
