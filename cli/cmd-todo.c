@@ -112,6 +112,14 @@ int cli_todo_attach(struct cli *c)
     return 0;
 }
 
+struct vg_todo *cli_todo_domain(struct cli *c)
+{
+    vigil_error err = {0};
+    if (attach(c, NULL, 0, &err))
+        exit(cli_fail(&err));
+    return c->todo;
+}
+
 void cli_todo_close(struct cli *c)
 {
     vg_todo_close(c->todo);
@@ -150,7 +158,7 @@ static int apply_read(struct cli *c, const char *op, json_t *args, json_t **repl
     json_t *fault;
     *reply = NULL;
     open_todo(c);
-    vigil_code rc = vg_todo_apply(c->todo, op, NULL, args, reply, &err);
+    vigil_code rc = vg_todo_person_read(c->rt, c->todo, op, args, reply, &err);
     json_decref(args);
     if (rc)
         return cli_fail(&err);
@@ -275,24 +283,6 @@ static int todo_item(struct cli *c, int argc, char **argv)
 }
 
 /* A read: the result as JSON, or (for list) a table. */
-/* `todo show`: the task's agent when it has one (`vigil todo agent`'s, named "task TASK"):
- * {id, name, lifecycle}; no member at all when there is none. */
-static void add_task_agent(struct cli *c, json_t *task)
-{
-    char name[128], *text = NULL;
-    vigil_error err = {0};
-    snprintf(name, sizeof name, "task %s", json_string_value(json_object_get(task, "task_id")));
-    if (vigil_agent_show(c->rt, cli_agent(c, name), &text, &err))
-        return;
-    json_t *shown = json_loads(text, 0, NULL), *a = json_object_get(shown, "agent");
-    vigil_free(text);
-    json_object_set_new(task, "agent",
-                        json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(a, "id"), "name",
-                                  json_object_get(a, "name"), "lifecycle",
-                                  json_object_get(a, "lifecycle")));
-    json_decref(shown);
-}
-
 static int todo_read(struct cli *c, const char *op, json_t *args, int json)
 {
     json_t *reply = NULL, *t;
@@ -301,8 +291,6 @@ static int todo_read(struct cli *c, const char *op, json_t *args, int json)
     if (status)
         return status;
     json_t *result = json_object_get(reply, "result");
-    if (!strcmp(op, "get_task"))
-        add_task_agent(c, result);
     if (json || strcmp(op, "list_tasks_in_scope")) {
         char *text = json_dumps(result, JSON_INDENT(2));
         if (text)

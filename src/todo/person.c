@@ -204,3 +204,34 @@ out:
     json_decref(moved);
     return rc;
 }
+
+/* The task's agent, when it has one, into task as "agent": {id, name, lifecycle}. */
+static vigil_code add_task_agent(vigil_runtime *rt, json_t *task, vigil_error *err)
+{
+    char id[64], *text = NULL;
+    int found = 0;
+    vigil_code rc = vg_todo_agent_find(rt, json_string_value(json_object_get(task, "task_id")), id,
+                                       &found, err);
+    if (rc || !found || (rc = vigil_agent_show(rt, id, &text, err)))
+        return rc;
+    json_t *shown = json_loads(text, 0, NULL), *a = json_object_get(shown, "agent");
+    vigil_free(text);
+    json_object_set_new(task, "agent",
+                        json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(a, "id"), "name",
+                                  json_object_get(a, "name"), "lifecycle",
+                                  json_object_get(a, "lifecycle")));
+    json_decref(shown);
+    return VIGIL_OK;
+}
+
+vigil_code vg_todo_person_read(vigil_runtime *rt, struct vg_todo *t, const char *op,
+                               const json_t *args, json_t **reply, vigil_error *err)
+{
+    vigil_code rc = vg_todo_apply(t, op, NULL, args, reply, err);
+    json_t *result = rc ? NULL : json_object_get(*reply, "result");
+    if (result && !strcmp(op, "get_task") && (rc = add_task_agent(rt, result, err))) {
+        json_decref(*reply);
+        *reply = NULL;
+    }
+    return rc;
+}

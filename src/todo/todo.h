@@ -75,6 +75,12 @@ vigil_code vg_todo_notify(vigil_runtime *rt, const json_t *reply, vigil_error *e
 vigil_code vg_todo_person_apply(vigil_runtime *rt, struct vg_todo *t, const char *op,
                                 const json_t *args, json_t **reply, vigil_error *err);
 
+/* A person's read (get_task, list_tasks_in_scope) with args (borrowed): *reply (owned) as
+ * vg_todo_apply's, get_task's result with "agent": {id, name, lifecycle} when the task has one
+ * (no member when it has none). */
+vigil_code vg_todo_person_read(vigil_runtime *rt, struct vg_todo *t, const char *op,
+                               const json_t *args, json_t **reply, vigil_error *err);
+
 /* A task agent for task_id (docs/todo.md): kind task_agent, autonomous, named "task TASK_ID",
  * allowed the task's scope alone, subscribed to the task. Its id into id. ENOTFOUND (no such
  * task), EEXISTS (the task has one), and vigil_agent_create's errors. */
