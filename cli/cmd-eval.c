@@ -21,14 +21,17 @@
 #include <unistd.h>
 
 static const char eval_help[] =
-    "usage: vigil eval PATH... [--json] [--min PERCENT] [--keep]\n"
+    "usage: vigil eval PATH... [--json] [--min PERCENT] [--min-tool|--min-safety|--min-report\n"
+    "                  PERCENT] [--keep]\n"
     "       vigil eval capture RUN   (a recorded run as a scenario: vigil eval capture --help)\n"
     "\n"
     "Runs each scenario file (YAML or JSON; a folder: its *.yaml, *.yml and *.json files in\n"
     "name order) in a store of its own with the scripted model and fake tools, checks its\n"
     "expectations and prints each scenario's result and a scorecard per agent kind: tool\n"
     "correctness, safety policy and report quality (docs/eval.md). Exits 0 when every class of\n"
-    "every kind scores at least --min percent (default 100), else 1. A scenario that cannot be\n"
+    "every kind scores at least its threshold, else 1: --min percent (default 100) for the\n"
+    "tool and report classes, 100 for safety whatever --min says; --min-CLASS sets one class's\n"
+    "(safety's only this way). A scenario that cannot be\n"
     "read or run stops the evaluation with its error's status (2: malformed, 3: no such file).\n"
     "--keep leaves each scenario's store and prints where it is.\n";
 
@@ -998,9 +1001,11 @@ static void score(json_t *card, const struct scenario *s)
     }
 }
 
-/* Whether every class of every kind scores at least min percent (a class with no checks does). */
-static int card_meets(const json_t *card, double min)
+/* Whether every class of every kind scores at least its class's min percent (a class with no
+ * checks does); a class that does not is said on stderr. */
+static int card_meets(const json_t *card, const double min[N_CLASSES])
 {
+    int met = 1;
     const char *kind;
     json_t *row;
     json_object_foreach ((json_t *)card, kind, row)
@@ -1008,10 +1013,35 @@ static int card_meets(const json_t *card, double min)
             json_t *pair = json_object_get(row, class_names[c]);
             json_int_t ok = json_integer_value(json_array_get(pair, 0));
             json_int_t all = json_integer_value(json_array_get(pair, 1));
-            if (all && 100.0 * (double)ok / (double)all < min)
-                return 0;
+            if (all && 100.0 * (double)ok / (double)all < min[c]) {
+                fprintf(stderr, "vigil: eval: %s of kind %s scored %lld/%lld, under its %g %%\n",
+                        class_names[c], kind, (long long)ok, (long long)all, min[c]);
+                met = 0;
+            }
         }
-    return 1;
+    return met;
+}
+
+/* The thresholds of --min (tool and report; safety stays 100: a sign-off that loosens a flaky
+ * report's threshold must not let a safety regression through) and --min-CLASS. 0, or
+ * CLI_USAGE said. */
+static int thresholds(const struct cli_opts *o, const char *const *spec, double min[N_CLASSES])
+{
+    static const char *const names[N_CLASSES] = {"--min-tool", "--min-safety", "--min-report"};
+    const char *text = cli_opt(o, spec, "--min");
+    char *end = NULL;
+    double all = text ? strtod(text, &end) : 100.0;
+    if (text && (end == text || *end || all < 0 || all > 100))
+        return cli_usage("eval: --min takes a percentage from 0 to 100");
+    for (int c = 0; c < N_CLASSES; c++) {
+        min[c] = c == CLASS_SAFETY ? 100.0 : all;
+        if (!(text = cli_opt(o, spec, names[c])))
+            continue;
+        min[c] = strtod(text, &end);
+        if (end == text || *end || min[c] < 0 || min[c] > 100)
+            return cli_usage("eval: %s takes a percentage from 0 to 100", names[c]);
+    }
+    return 0;
 }
 
 static void print_card(const json_t *card)
@@ -1434,8 +1464,10 @@ static int eval_capture(struct cli *c, int argc, char **argv)
 
 int cmd_eval(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--json", "--min=", "--keep", NULL};
+    static const char *const spec[] = {
+        "--json", "--min=", "--keep", "--min-tool=", "--min-safety=", "--min-report=", NULL};
     struct cli_opts o;
+    double min[N_CLASSES];
     int rc;
     if (argc > 1 && !strcmp(argv[1], "capture"))
         return eval_capture(c, argc - 1, argv + 1);
@@ -1447,11 +1479,8 @@ int cmd_eval(struct cli *c, int argc, char **argv)
         return rc;
     if (o.n_positional == 0)
         return cli_usage("eval: name at least one scenario file or folder");
-    const char *min_text = cli_opt(&o, spec, "--min");
-    char *end = NULL;
-    double min = min_text ? strtod(min_text, &end) : 100.0;
-    if (min_text && (end == min_text || *end || min < 0 || min > 100))
-        return cli_usage("eval: --min takes a percentage from 0 to 100");
+    if ((rc = thresholds(&o, spec, min)))
+        return rc;
     int json = cli_opt(&o, spec, "--json") != NULL, keep = cli_opt(&o, spec, "--keep") != NULL;
     json_t *files = json_array(), *results = json_array(), *card = json_object();
     for (int i = 0; i < o.n_positional; i++)
@@ -1478,8 +1507,10 @@ int cmd_eval(struct cli *c, int argc, char **argv)
     if (!status) {
         status = card_meets(card, min) ? 0 : 1;
         if (json) {
-            json_t *all = json_pack("{s:O, s:O, s:f, s:b}", "scenarios", results, "scorecard", card,
-                                    "min", min, "passed", status == 0);
+            json_t *all = json_pack("{s:O, s:O, s:f, s:{s:f, s:f, s:f}, s:b}", "scenarios", results,
+                                    "scorecard", card, "min", min[CLASS_TOOL], "min_by_class",
+                                    "tool", min[CLASS_TOOL], "safety", min[CLASS_SAFETY], "report",
+                                    min[CLASS_REPORT], "passed", status == 0);
             char *text = json_dumps(all, JSON_INDENT(2));
             puts(text ? text : "{}");
             free(text);

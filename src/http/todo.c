@@ -29,10 +29,9 @@ static void answer(struct vg_req *r, json_t *reply, int ok_status)
 {
     json_t *fault = json_object_get(reply, "error"), *result = json_object_get(reply, "result");
     if (fault) {
-        vg_req_error(r,
-                     json_is_true(json_object_get(fault, "missing")) ? VIGIL_ENOTFOUND
-                                                                     : VIGIL_EINVAL,
-                     json_string_value(json_object_get(fault, "message")));
+        vg_req_error(
+            r, json_is_true(json_object_get(fault, "missing")) ? VIGIL_ENOTFOUND : VIGIL_EINVAL,
+            json_string_value(json_object_get(fault, "message")));
     } else {
         json_t *out = json_is_object(result) ? json_deep_copy(result) : json_object();
         if (json_object_get(reply, "agents"))

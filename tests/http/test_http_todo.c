@@ -43,8 +43,9 @@ static void todo_cli(const char *args, char *out, size_t n)
     char cmd[9000];
     const char *cli = getenv("VIGIL_CLI");
     ASSERT(cli);
-    snprintf(cmd, sizeof cmd, "VIGIL_STORE='%s' VIGIL_MODEL_PROVIDER=scripted '%s' todo %s 2>/dev/null",
-             L.store, cli, args);
+    snprintf(cmd, sizeof cmd,
+             "VIGIL_STORE='%s' VIGIL_MODEL_PROVIDER=scripted '%s' todo %s 2>/dev/null", L.store,
+             cli, args);
     FILE *p = popen(cmd, "r");
     ASSERT(p);
     char line[512] = "";
@@ -118,7 +119,8 @@ TEST(a_person_edits_tasks_over_http_and_the_task_agent_follows)
     /* An item added over HTTP wakes the task's agent, whose wake says a person added items. */
     snprintf(path, sizeof path, "/v1/todo/tasks/%s/items", task);
     v = call(201, "POST", path, "{\"items\":[\"outline\",\"draft\"]}");
-    snprintf(item, sizeof item, "%s", json_string_value(json_array_get(json_object_get(v, "item_ids"), 0)));
+    snprintf(item, sizeof item, "%s",
+             json_string_value(json_array_get(json_object_get(v, "item_ids"), 0)));
     json_decref(v);
     v = completed_wakes_of(agent);
     ASSERT_EQ(json_array_size(v), 1);
@@ -143,7 +145,8 @@ TEST(a_person_edits_tasks_over_http_and_the_task_agent_follows)
     v = call(200, "GET", path, NULL);
     ASSERT_EQ(json_integer_value(json_object_get(v, "estimate_minutes")), 30);
     ASSERT_STREQ(str(v, "due_date"), "2026-12-24");
-    ASSERT(json_is_true(json_object_get(json_array_get(json_object_get(v, "checklist"), 0), "done")));
+    ASSERT(
+        json_is_true(json_object_get(json_array_get(json_object_get(v, "checklist"), 0), "done")));
     ASSERT_STREQ(str(json_object_get(v, "agent"), "id"), agent);
     json_decref(v);
 
