@@ -55,6 +55,7 @@ struct scenario {
     char dir[4096]; /* its own folder: the store, the cassette, an empty config */
     vigil_runtime *rt;
     char agent[37];
+    char manifest_kind[64]; /* the kind of an agent from agent: {manifest: FILE} */
     struct fake_tool tools[MAX_TOOLS];
     size_t n_tools;
     json_t *outcome; /* the last turn's */
@@ -208,9 +209,51 @@ static vigil_code open_scenario(struct scenario *s, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* agent: {manifest: FILE}: the manifest the team ships, applied as `vigil agent apply` does
+ * (its tools, scopes, prompt, subscriptions, timers and memory), so a change to it is what the
+ * scenario tests. FILE is relative to the scenario's folder. */
+static vigil_code apply_manifest(struct scenario *s, const char *file, vigil_error *err)
+{
+    char path[8400], dir[4096], *out = NULL;
+    if (file[0] == '/') {
+        snprintf(path, sizeof path, "%s", file);
+    } else {
+        vg_fs_dirname(s->path, dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+    }
+    if (!vg_fs_exists(path))
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "agent: no manifest \"%s\"", path);
+    vigil_code rc = vigil_agent_apply(s->rt, path, 0, &out, err);
+    json_t *applied = rc ? NULL : json_loads(out, 0, NULL);
+    vigil_free(out);
+    if (!rc && json_array_size(applied) != 1)
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "agent: manifest \"%s\" holds %zu agents: a scenario tests one", file,
+                     json_array_size(applied));
+    const char *id = json_string_value(json_object_get(json_array_get(applied, 0), "id"));
+    if (!rc)
+        snprintf(s->agent, sizeof s->agent, "%s", id ? id : "");
+    json_decref(applied);
+    if (!rc && !vigil_agent_show(s->rt, s->agent, &out, err)) { /* the scorecard's row */
+        json_t *shown = json_loads(out, 0, NULL);
+        const char *kind =
+            json_string_value(json_object_get(json_object_get(shown, "agent"), "kind"));
+        snprintf(s->manifest_kind, sizeof s->manifest_kind, "%s", kind ? kind : "");
+        json_decref(shown);
+        vigil_free(out);
+    }
+    return rc;
+}
+
 static vigil_code create_agent(struct scenario *s, vigil_error *err)
 {
     const json_t *a = json_object_get(s->doc, "agent");
+    const json_t *manifest = json_object_get(a, "manifest");
+    if (manifest && (!json_is_string(manifest) || json_object_size(a) != 1))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "agent: {manifest: FILE} stands alone (the manifest is the whole agent)");
+    if (manifest)
+        return apply_manifest(s, json_string_value(manifest), err);
     char *config = dump_or_null(json_object_get(a, "config"));
     vigil_agent_spec spec = {
         .name = json_string_value(json_object_get(a, "name")),
@@ -598,6 +641,66 @@ static void check_results(struct scenario *s, const json_t *want, vigil_error *e
     }
 }
 
+/* Whether want is a subset of got: each member of an object is in got's and a subset of it;
+ * anything else (a text, a number, a list) equal. */
+static int subset_of(const json_t *want, const json_t *got)
+{
+    const char *key;
+    json_t *v;
+    if (!json_is_object(want))
+        return got && json_equal(want, got);
+    if (!json_is_object(got))
+        return 0;
+    json_object_foreach ((json_t *)want, key, v)
+        if (!subset_of(v, json_object_get(got, key)))
+            return 0;
+    return 1;
+}
+
+/* The arguments of every call of one tool, in order (the tool's journal record's input). */
+static void add_input(struct scenario *s, const json_t *t, void *user)
+{
+    struct outputs *o = user;
+    const char *id = json_string_value(json_object_get(t, "tool_call_id"));
+    const char *name = json_string_value(json_object_get(t, "name"));
+    char *text = NULL;
+    vigil_error err = {0};
+    if (!id || !name || strcmp(name, o->tool) || vigil_run_tool(s->rt, id, &text, &err))
+        return;
+    json_t *call = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *input = json_object_get(call, "input");
+    json_array_append(o->texts, input ? input : json_null());
+    json_decref(call);
+}
+
+/* arguments: {TOOL: [{...}, ...]}: the tool's calls, oldest first, each sent at least the
+ * members given (a subset match: what the scenario does not name may be anything). What a
+ * model wrote checked, not only that it called: an estimate of 99999 minutes fails. */
+static void check_arguments(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    const char *tool;
+    json_t *list;
+    json_object_foreach ((json_t *)want, tool, list) {
+        struct outputs o = {.tool = tool, .texts = json_array()};
+        each_call(s, add_input, &o, err);
+        size_t n = json_array_size(list), got = json_array_size(o.texts);
+        check(s, CLASS_TOOL, got >= n, "arguments: %s was called %zu time(s), %zu expected", tool,
+              got, n);
+        for (size_t i = 0; i < n && i < got; i++) {
+            const json_t *w = json_array_get(list, i), *g = json_array_get(o.texts, i);
+            char *wt = json_dumps(w, JSON_COMPACT),
+                 *gt = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
+            check(s, CLASS_TOOL, subset_of(w, g),
+                  "arguments: call %zu of %s was sent %s, which does not hold %s", i + 1, tool,
+                  gt ? gt : "?", wt ? wt : "?");
+            free(wt);
+            free(gt);
+        }
+        json_decref(o.texts);
+    }
+}
+
 /* memory_pending: N changes to what the agent knows of the person wait for their approval. */
 static void check_memory_pending(struct scenario *s, const json_t *want, vigil_error *err)
 {
@@ -725,6 +828,8 @@ static void check_expectations(struct scenario *s, vigil_error *err)
         check_approvals(s, v, err);
     if ((v = json_object_get(e, "results_contain")))
         check_results(s, v, err);
+    if ((v = json_object_get(e, "arguments")))
+        check_arguments(s, v, err);
     if ((v = json_object_get(e, "memory_pending")))
         check_memory_pending(s, v, err);
     if ((v = json_object_get(e, "reply_contains"))) {
@@ -746,14 +851,15 @@ static void check_expectations(struct scenario *s, vigil_error *err)
 }
 
 /* The shapes an expectation takes. */
-enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS, REPORTS };
+enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS, REPORTS, TOOL_OBJECTS };
 static const char *const shape_names[] = {
     "a list of texts",
     "a mapping of names to counts",
     "a text",
     "a number",
     "a mapping of tool names to lists of texts",
-    "a mapping of scopes (current, daily, weekly, monthly) to {count, stale, contains}"};
+    "a mapping of scopes (current, daily, weekly, monthly) to {count, stale, contains}",
+    "a mapping of tool names to lists of argument objects"};
 
 static int is_texts(const json_t *v)
 {
@@ -805,9 +911,19 @@ static int has_shape(const json_t *v, enum expect_shape shape)
     default:
         if (!json_is_object(v))
             return 0;
-        json_object_foreach ((json_t *)v, name, item)
-            if (shape == COUNTS ? !json_is_integer(item) : !is_texts(item))
+        json_object_foreach ((json_t *)v, name, item) {
+            size_t i;
+            json_t *one;
+            if (shape == TOOL_OBJECTS) {
+                if (!json_is_array(item))
+                    return 0;
+                json_array_foreach (item, i, one)
+                    if (!json_is_object(one))
+                        return 0;
+            } else if (shape == COUNTS ? !json_is_integer(item) : !is_texts(item)) {
                 return 0;
+            }
+        }
         return 1;
     }
 }
@@ -826,6 +942,7 @@ static vigil_code check_expect_types(const json_t *e, vigil_error *err)
                 {"reply_contains", TEXTS},
                 {"report_contains", TEXTS},
                 {"results_contain", TOOL_TEXTS},
+                {"arguments", TOOL_OBJECTS},
                 {"runs", COUNTS},
                 {"reports", REPORTS}};
     const char *key;
@@ -980,6 +1097,8 @@ static void score(json_t *card, const struct scenario *s)
     const char *kind = json_string_value(json_object_get(s->doc, "kind"));
     if (!kind)
         kind = json_string_value(json_object_get(json_object_get(s->doc, "agent"), "kind"));
+    if (!kind && s->manifest_kind[0])
+        kind = s->manifest_kind;
     if (!kind)
         kind = "assistant";
     json_t *row = json_object_get(card, kind);

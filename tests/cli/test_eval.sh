@@ -174,6 +174,52 @@ has "$OUT" "tool: exchanges: the runs made 1 model call(s) for the 2 scripted an
 # A rate limit retried takes an exchange of its own without being a call: not an unplayed one.
 printf 'name: retried\nagent: {name: t}\nturns: [hi]\nexchanges: [{error: {code: ERATELIMIT, message: slow down, retry_after_ms: 10}}, {response: {text: hello}}]\nexpect: {reply_contains: [hello]}\n' >"$T/retried.yaml"
 expect 0 eval "$T/retried.yaml"
+# The team's own agent under test (trial I2): `agent: {manifest: FILE}` applies the manifest
+# they ship, so a change to it (a tool taken away, a prompt) is what the scenario runs; and
+# `arguments:` checks what each call was sent (a subset), so an estimate of 99999 fails.
+mkdir -p "$T/team"
+cat >"$T/team/task-agent.yaml" <<'YAML'
+name: estimator
+kind: task_agent
+prompt: You set a task's estimate.
+tools: [update_task_estimate]
+YAML
+cat >"$T/team/estimate.yaml" <<'YAML'
+name: the estimate set on the task
+agent: {manifest: task-agent.yaml}
+tools:
+  update_task_estimate:
+    description: Set an estimate in minutes.
+    contract: {mutating: true, idempotency: idempotent}
+    result: {ok: true}
+turns: [estimate task-1]
+exchanges:
+  - response:
+      tool_calls: [{id: c1, name: update_task_estimate, arguments: {task_id: task-1, estimate_minutes: 90}}]
+  - response: {text: done}
+expect:
+  calls: [update_task_estimate succeeded]
+  arguments: {update_task_estimate: [{task_id: task-1, estimate_minutes: 90}]}
+YAML
+expect 0 eval "$T/team/estimate.yaml"
+has "$OUT" "PASS  the estimate set on the task"
+has "$OUT" "task_agent                  1/1        3/3"
+sed 's/estimate_minutes: 90}}]/estimate_minutes: 99999}}]/' "$T/team/estimate.yaml" >"$T/team/wrong-estimate.yaml"
+expect 1 eval "$T/team/wrong-estimate.yaml"
+has "$OUT" 'arguments: call 1 of update_task_estimate was sent {"estimate_minutes":99999,"task_id":"task-1"}, which does not hold {"task_id":"task-1","estimate_minutes":90}'
+sed 's/^tools: \[update_task_estimate\]$/tools: []/' "$T/team/task-agent.yaml" >"$T/team/shrunk.yaml"
+mv "$T/team/shrunk.yaml" "$T/team/task-agent.yaml"
+expect 1 eval "$T/team/estimate.yaml"
+has "$OUT" "recorded [\"update_task_estimate denied not_allowed\"]"
+sed 's/manifest: task-agent.yaml/manifest: nowhere.yaml/' "$T/team/estimate.yaml" >"$T/team/lost.yaml"
+expect 3 eval "$T/team/lost.yaml"
+has "$ERR" "no manifest"
+sed 's/agent: {manifest: task-agent.yaml}/agent: {manifest: task-agent.yaml, name: x}/' "$T/team/estimate.yaml" >"$T/team/mixed.yaml"
+expect 2 eval "$T/team/mixed.yaml"
+has "$ERR" "stands alone"
+sed 's/arguments: {update_task_estimate: \[{/arguments: {update_task_estimate: [7, {/' "$T/team/estimate.yaml" >"$T/team/shape.yaml"
+expect 2 eval "$T/team/shape.yaml"
+has "$ERR" "expect.arguments must be a mapping of tool names to lists of argument objects"
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150
