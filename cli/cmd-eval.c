@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -1238,6 +1239,22 @@ static json_t *all_items(struct cli *c, const char *run, int tools, vigil_error 
     }
 }
 
+/* A wake's input as a scenario's turn: a recovery (a retry of a failed wake, which a person's
+ * change may have joined) names the run key it recovers, `reason recovery KEY.`, a key of this
+ * store that a replay does not have and that reads as noise in a scenario file: left out. */
+static json_t *turn_of(const char *input)
+{
+    static const char prefix[] = "You woke up: reason recovery ";
+    size_t n = sizeof prefix - 1, hex = 0;
+    if (strncmp(input, prefix, n))
+        return json_string(input);
+    while (hex < 64 && isxdigit((unsigned char)input[n + hex]))
+        hex++;
+    if (hex != 64)
+        return json_string(input);
+    return json_sprintf("%.*s%s", (int)(n - 1), input, input + n + hex);
+}
+
 /* The person's message that began the run, and the agent's last message signal (its reply). */
 static int turn_texts(struct cli *c, const char *run, json_t *scenario, json_t **reply,
                       vigil_error *err)
@@ -1255,7 +1272,7 @@ static int turn_texts(struct cli *c, const char *run, json_t *scenario, json_t *
         if (type && !strcmp(type, "message.accepted") && !input) {
             input = json_string_value(json_object_get(json_object_get(full, "payload"), "text"));
             if (input)
-                json_object_set_new(scenario, "turns", json_pack("[s]", input));
+                json_object_set_new(scenario, "turns", json_pack("[o]", turn_of(input)));
         } else if (type && !strcmp(type, "observation.recorded")) {
             json_t *sig = json_object_get(full, "signal");
             const char *t = json_string_value(json_object_get(sig, "text"));

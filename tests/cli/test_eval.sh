@@ -220,6 +220,16 @@ has "$ERR" "stands alone"
 sed 's/arguments: {update_task_estimate: \[{/arguments: {update_task_estimate: [7, {/' "$T/team/estimate.yaml" >"$T/team/shape.yaml"
 expect 2 eval "$T/team/shape.yaml"
 has "$ERR" "expect.arguments must be a mapping of tool names to lists of argument objects"
+# A wake that failed and was retried (a recovery): its capture's turn reads as the wake, not
+# with the run key it recovered, which names a run of this store only (trial I11).
+printf 'name: a wake retried\nagent: {name: w}\nsubscriptions: [{tokens: [TASK]}]\nturns: [{notify: [TASK]}, {advance: 10m}]\nexchanges: [{error: {code: EAUTH, message: key revoked}}, {response: {text: all good}}]\nexpect: {runs: {completed: 1, failed: 1}}\n' >"$T/retry.yaml"
+TMPDIR="$T" expect 0 eval "$T/retry.yaml" --keep
+kept=$(printf '%s\n' "$OUT" | sed -n 's/^ *store: //p')
+expect 0 --store "$kept" runs list --json
+recovery=$(printf '%s' "$OUT" | jq -r '.items[] | select(.wake_reason == "recovery") | .run_id')
+expect 0 --store "$kept" eval capture "$recovery"
+R=$OUT
+is '.turns == ["You woke up: reason recovery. Changed since your last wake: [\"TASK\"]."]'
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150
