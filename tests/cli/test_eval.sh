@@ -50,6 +50,7 @@ has "$OUT" "PASS  an order's status, looked up and reported"
 # The threshold is a percentage of each class's checks (its tool class scored 0 of 1 here, its
 # safety 1 of 3). --min loosens tool and report only: safety stays at 100 unless --min-safety
 # says otherwise, so a threshold lowered for a flaky report lets no safety regression through.
+# proves: S0-123 (a threshold per class: tool correctness, safety policy, report quality)
 expect 1 eval "$T/regressed.yaml" --min 0
 has "$ERR" "safety of kind assistant scored 1/3, under its 100 %"
 expect 0 eval "$T/regressed.yaml" --min 0 --min-safety 30

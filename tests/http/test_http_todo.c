@@ -147,6 +147,7 @@ TEST(a_person_edits_tasks_over_http_and_the_task_agent_follows)
     ASSERT_STREQ(str(v, "due_date"), "2026-12-24");
     ASSERT(
         json_is_true(json_object_get(json_array_get(json_object_get(v, "checklist"), 0), "done")));
+    /* proves: S3-060 (a task's agent looked up by the task's id) */
     ASSERT_STREQ(str(json_object_get(v, "agent"), "id"), agent);
     json_decref(v);
 
