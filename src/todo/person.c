@@ -157,6 +157,23 @@ static vigil_code hand_over(vigil_runtime *rt, struct vg_todo *t, const char *ta
     return VIGIL_OK;
 }
 
+/* Whether the task is open: a restored task that was done or cancelled keeps its agent
+ * retired, as concluding left it. */
+static int task_is_open(struct vg_todo *t, const char *task_id)
+{
+    sqlite3_stmt *st = NULL;
+    vigil_error ignored = {0};
+    int open = 0;
+    pthread_mutex_lock(&t->lock);
+    if (!todo_prepare(t, "SELECT status FROM tasks WHERE id = ?", &st, &ignored, "s", task_id)) {
+        open = sqlite3_step(st) == SQLITE_ROW &&
+               !strcmp((const char *)sqlite3_column_text(st, 0), "open");
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return open;
+}
+
 /* Raise the reply's tokens and person.OP: the woken agent reads what a person did. */
 static vigil_code raise_tokens(vigil_runtime *rt, const char *op, const json_t *reply,
                                vigil_error *err)
@@ -192,7 +209,7 @@ vigil_code vg_todo_person_apply(vigil_runtime *rt, struct vg_todo *t, const char
         rc = vg_todo_apply(t, op, NULL, args, reply, err);
     if (rc || json_object_get(*reply, "error"))
         goto out;
-    if (restoring)
+    if (restoring && task_is_open(t, task))
         rc = move_agent(rt, task, 0, "is back", moved, &had, err);
     else if (!strcmp(op, "conclude_task_with_rollover"))
         rc = hand_over(rt, t, task, json_object_get(*reply, "result"), moved, err);

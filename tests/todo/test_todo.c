@@ -550,6 +550,17 @@ TEST(a_person_concluding_a_task_retires_its_agent_and_hands_the_follow_up_on)
     snprintf(scope, sizeof scope, "\"work/%s\"", next);
     ASSERT(strstr(shown, scope));
     vigil_free(shown);
+    /* The done task deleted and restored: its retired agent stays dormant (it was retired for
+     * the task being done, which a restore does not undo). */
+    args = json_pack("{s:s}", "task_id", work);
+    ASSERT_OK(vg_todo_person_apply(t.rt, todo, "delete_task", args, &reply, E));
+    json_decref(reply);
+    ASSERT_OK(vg_todo_person_apply(t.rt, todo, "restore_task", args, &reply, E));
+    json_decref(args);
+    ASSERT(!json_object_get(reply, "agents"));
+    json_decref(reply);
+    lifecycle_of(&t, agent, lc);
+    ASSERT_STREQ(lc, "dormant");
     /* A refusal moves no agent: a task that is not there says so, "missing". */
     args = json_pack("{s:s}", "task_id", "task-nope");
     ASSERT_OK(vg_todo_person_apply(t.rt, todo, "delete_task", args, &reply, E));
