@@ -105,6 +105,9 @@ int cli_todo_attach(struct cli *c);
 /* vigil_daemon_options.on_runtime of `vigil serve`: the domain's tools on each worker's
  * runtime (user: the struct cli). */
 vigil_code cli_todo_on_runtime(void *user, vigil_runtime *rt, vigil_error *err);
+/* The task domain's database when it exists (opened, not made; NULL: the domain is off), for
+ * the daemon's HTTP routes. Exits on a failure to open it. */
+struct vg_todo *cli_todo_domain(struct cli *c);
 /* Close what cli_todo_attach opened. */
 void cli_todo_close(struct cli *c);
 

@@ -17,18 +17,22 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char eval_help[] =
-    "usage: vigil eval PATH... [--json] [--min PERCENT] [--keep]\n"
+    "usage: vigil eval PATH... [--json] [--min PERCENT] [--min-tool|--min-safety|--min-report\n"
+    "                  PERCENT] [--keep]\n"
     "       vigil eval capture RUN   (a recorded run as a scenario: vigil eval capture --help)\n"
     "\n"
     "Runs each scenario file (YAML or JSON; a folder: its *.yaml, *.yml and *.json files in\n"
     "name order) in a store of its own with the scripted model and fake tools, checks its\n"
     "expectations and prints each scenario's result and a scorecard per agent kind: tool\n"
     "correctness, safety policy and report quality (docs/eval.md). Exits 0 when every class of\n"
-    "every kind scores at least --min percent (default 100), else 1. A scenario that cannot be\n"
+    "every kind scores at least its threshold, else 1: --min percent (default 100) for the\n"
+    "tool and report classes, 100 for safety whatever --min says; --min-CLASS sets one class's\n"
+    "(safety's only this way). A scenario that cannot be\n"
     "read or run stops the evaluation with its error's status (2: malformed, 3: no such file).\n"
     "--keep leaves each scenario's store and prints where it is.\n";
 
@@ -52,6 +56,7 @@ struct scenario {
     char dir[4096]; /* its own folder: the store, the cassette, an empty config */
     vigil_runtime *rt;
     char agent[37];
+    char manifest_kind[64]; /* the kind of an agent from agent: {manifest: FILE} */
     struct fake_tool tools[MAX_TOOLS];
     size_t n_tools;
     json_t *outcome; /* the last turn's */
@@ -205,9 +210,51 @@ static vigil_code open_scenario(struct scenario *s, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* agent: {manifest: FILE}: the manifest the team ships, applied as `vigil agent apply` does
+ * (its tools, scopes, prompt, subscriptions, timers and memory), so a change to it is what the
+ * scenario tests. FILE is relative to the scenario's folder. */
+static vigil_code apply_manifest(struct scenario *s, const char *file, vigil_error *err)
+{
+    char path[8400], dir[4096], *out = NULL;
+    if (file[0] == '/') {
+        snprintf(path, sizeof path, "%s", file);
+    } else {
+        vg_fs_dirname(s->path, dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+    }
+    if (!vg_fs_exists(path))
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "agent: no manifest \"%s\"", path);
+    vigil_code rc = vigil_agent_apply(s->rt, path, 0, &out, err);
+    json_t *applied = rc ? NULL : json_loads(out, 0, NULL);
+    vigil_free(out);
+    if (!rc && json_array_size(applied) != 1)
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "agent: manifest \"%s\" holds %zu agents: a scenario tests one", file,
+                     json_array_size(applied));
+    const char *id = json_string_value(json_object_get(json_array_get(applied, 0), "id"));
+    if (!rc)
+        snprintf(s->agent, sizeof s->agent, "%s", id ? id : "");
+    json_decref(applied);
+    if (!rc && !vigil_agent_show(s->rt, s->agent, &out, err)) { /* the scorecard's row */
+        json_t *shown = json_loads(out, 0, NULL);
+        const char *kind =
+            json_string_value(json_object_get(json_object_get(shown, "agent"), "kind"));
+        snprintf(s->manifest_kind, sizeof s->manifest_kind, "%s", kind ? kind : "");
+        json_decref(shown);
+        vigil_free(out);
+    }
+    return rc;
+}
+
 static vigil_code create_agent(struct scenario *s, vigil_error *err)
 {
     const json_t *a = json_object_get(s->doc, "agent");
+    const json_t *manifest = json_object_get(a, "manifest");
+    if (manifest && (!json_is_string(manifest) || json_object_size(a) != 1))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "agent: {manifest: FILE} stands alone (the manifest is the whole agent)");
+    if (manifest)
+        return apply_manifest(s, json_string_value(manifest), err);
     char *config = dump_or_null(json_object_get(a, "config"));
     vigil_agent_spec spec = {
         .name = json_string_value(json_object_get(a, "name")),
@@ -595,6 +642,66 @@ static void check_results(struct scenario *s, const json_t *want, vigil_error *e
     }
 }
 
+/* Whether want is a subset of got: each member of an object is in got's and a subset of it;
+ * anything else (a text, a number, a list) equal. */
+static int subset_of(const json_t *want, const json_t *got)
+{
+    const char *key;
+    json_t *v;
+    if (!json_is_object(want))
+        return got && json_equal(want, got);
+    if (!json_is_object(got))
+        return 0;
+    json_object_foreach ((json_t *)want, key, v)
+        if (!subset_of(v, json_object_get(got, key)))
+            return 0;
+    return 1;
+}
+
+/* The arguments of every call of one tool, in order (the tool's journal record's input). */
+static void add_input(struct scenario *s, const json_t *t, void *user)
+{
+    struct outputs *o = user;
+    const char *id = json_string_value(json_object_get(t, "tool_call_id"));
+    const char *name = json_string_value(json_object_get(t, "name"));
+    char *text = NULL;
+    vigil_error err = {0};
+    if (!id || !name || strcmp(name, o->tool) || vigil_run_tool(s->rt, id, &text, &err))
+        return;
+    json_t *call = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *input = json_object_get(call, "input");
+    json_array_append(o->texts, input ? input : json_null());
+    json_decref(call);
+}
+
+/* arguments: {TOOL: [{...}, ...]}: the tool's calls, oldest first, each sent at least the
+ * members given (a subset match: what the scenario does not name may be anything). What a
+ * model wrote checked, not only that it called: an estimate of 99999 minutes fails. */
+static void check_arguments(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    const char *tool;
+    json_t *list;
+    json_object_foreach ((json_t *)want, tool, list) {
+        struct outputs o = {.tool = tool, .texts = json_array()};
+        each_call(s, add_input, &o, err);
+        size_t n = json_array_size(list), got = json_array_size(o.texts);
+        check(s, CLASS_TOOL, got >= n, "arguments: %s was called %zu time(s), %zu expected", tool,
+              got, n);
+        for (size_t i = 0; i < n && i < got; i++) {
+            const json_t *w = json_array_get(list, i), *g = json_array_get(o.texts, i);
+            char *wt = json_dumps(w, JSON_COMPACT),
+                 *gt = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
+            check(s, CLASS_TOOL, subset_of(w, g),
+                  "arguments: call %zu of %s was sent %s, which does not hold %s", i + 1, tool,
+                  gt ? gt : "?", wt ? wt : "?");
+            free(wt);
+            free(gt);
+        }
+        json_decref(o.texts);
+    }
+}
+
 /* memory_pending: N changes to what the agent knows of the person wait for their approval. */
 static void check_memory_pending(struct scenario *s, const json_t *want, vigil_error *err)
 {
@@ -722,6 +829,8 @@ static void check_expectations(struct scenario *s, vigil_error *err)
         check_approvals(s, v, err);
     if ((v = json_object_get(e, "results_contain")))
         check_results(s, v, err);
+    if ((v = json_object_get(e, "arguments")))
+        check_arguments(s, v, err);
     if ((v = json_object_get(e, "memory_pending")))
         check_memory_pending(s, v, err);
     if ((v = json_object_get(e, "reply_contains"))) {
@@ -743,14 +852,15 @@ static void check_expectations(struct scenario *s, vigil_error *err)
 }
 
 /* The shapes an expectation takes. */
-enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS, REPORTS };
+enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS, REPORTS, TOOL_OBJECTS };
 static const char *const shape_names[] = {
     "a list of texts",
     "a mapping of names to counts",
     "a text",
     "a number",
     "a mapping of tool names to lists of texts",
-    "a mapping of scopes (current, daily, weekly, monthly) to {count, stale, contains}"};
+    "a mapping of scopes (current, daily, weekly, monthly) to {count, stale, contains}",
+    "a mapping of tool names to lists of argument objects"};
 
 static int is_texts(const json_t *v)
 {
@@ -802,9 +912,19 @@ static int has_shape(const json_t *v, enum expect_shape shape)
     default:
         if (!json_is_object(v))
             return 0;
-        json_object_foreach ((json_t *)v, name, item)
-            if (shape == COUNTS ? !json_is_integer(item) : !is_texts(item))
+        json_object_foreach ((json_t *)v, name, item) {
+            size_t i;
+            json_t *one;
+            if (shape == TOOL_OBJECTS) {
+                if (!json_is_array(item))
+                    return 0;
+                json_array_foreach (item, i, one)
+                    if (!json_is_object(one))
+                        return 0;
+            } else if (shape == COUNTS ? !json_is_integer(item) : !is_texts(item)) {
                 return 0;
+            }
+        }
         return 1;
     }
 }
@@ -823,6 +943,7 @@ static vigil_code check_expect_types(const json_t *e, vigil_error *err)
                 {"reply_contains", TEXTS},
                 {"report_contains", TEXTS},
                 {"results_contain", TOOL_TEXTS},
+                {"arguments", TOOL_OBJECTS},
                 {"runs", COUNTS},
                 {"reports", REPORTS}};
     const char *key;
@@ -977,6 +1098,8 @@ static void score(json_t *card, const struct scenario *s)
     const char *kind = json_string_value(json_object_get(s->doc, "kind"));
     if (!kind)
         kind = json_string_value(json_object_get(json_object_get(s->doc, "agent"), "kind"));
+    if (!kind && s->manifest_kind[0])
+        kind = s->manifest_kind;
     if (!kind)
         kind = "assistant";
     json_t *row = json_object_get(card, kind);
@@ -998,9 +1121,11 @@ static void score(json_t *card, const struct scenario *s)
     }
 }
 
-/* Whether every class of every kind scores at least min percent (a class with no checks does). */
-static int card_meets(const json_t *card, double min)
+/* Whether every class of every kind scores at least its class's min percent (a class with no
+ * checks does); a class that does not is said on stderr. */
+static int card_meets(const json_t *card, const double min[N_CLASSES])
 {
+    int met = 1;
     const char *kind;
     json_t *row;
     json_object_foreach ((json_t *)card, kind, row)
@@ -1008,10 +1133,35 @@ static int card_meets(const json_t *card, double min)
             json_t *pair = json_object_get(row, class_names[c]);
             json_int_t ok = json_integer_value(json_array_get(pair, 0));
             json_int_t all = json_integer_value(json_array_get(pair, 1));
-            if (all && 100.0 * (double)ok / (double)all < min)
-                return 0;
+            if (all && 100.0 * (double)ok / (double)all < min[c]) {
+                fprintf(stderr, "vigil: eval: %s of kind %s scored %lld/%lld, under its %g %%\n",
+                        class_names[c], kind, (long long)ok, (long long)all, min[c]);
+                met = 0;
+            }
         }
-    return 1;
+    return met;
+}
+
+/* The thresholds of --min (tool and report; safety stays 100: a sign-off that loosens a flaky
+ * report's threshold must not let a safety regression through) and --min-CLASS. 0, or
+ * CLI_USAGE said. */
+static int thresholds(const struct cli_opts *o, const char *const *spec, double min[N_CLASSES])
+{
+    static const char *const names[N_CLASSES] = {"--min-tool", "--min-safety", "--min-report"};
+    const char *text = cli_opt(o, spec, "--min");
+    char *end = NULL;
+    double all = text ? strtod(text, &end) : 100.0;
+    if (text && (end == text || *end || all < 0 || all > 100))
+        return cli_usage("eval: --min takes a percentage from 0 to 100");
+    for (int c = 0; c < N_CLASSES; c++) {
+        min[c] = c == CLASS_SAFETY ? 100.0 : all;
+        if (!(text = cli_opt(o, spec, names[c])))
+            continue;
+        min[c] = strtod(text, &end);
+        if (end == text || *end || min[c] < 0 || min[c] > 100)
+            return cli_usage("eval: %s takes a percentage from 0 to 100", names[c]);
+    }
+    return 0;
 }
 
 static void print_card(const json_t *card)
@@ -1089,6 +1239,22 @@ static json_t *all_items(struct cli *c, const char *run, int tools, vigil_error 
     }
 }
 
+/* A wake's input as a scenario's turn: a recovery (a retry of a failed wake, which a person's
+ * change may have joined) names the run key it recovers, `reason recovery KEY.`, a key of this
+ * store that a replay does not have and that reads as noise in a scenario file: left out. */
+static json_t *turn_of(const char *input)
+{
+    static const char prefix[] = "You woke up: reason recovery ";
+    size_t n = sizeof prefix - 1, hex = 0;
+    if (strncmp(input, prefix, n))
+        return json_string(input);
+    while (hex < 64 && isxdigit((unsigned char)input[n + hex]))
+        hex++;
+    if (hex != 64)
+        return json_string(input);
+    return json_sprintf("%.*s%s", (int)(n - 1), input, input + n + hex);
+}
+
 /* The person's message that began the run, and the agent's last message signal (its reply). */
 static int turn_texts(struct cli *c, const char *run, json_t *scenario, json_t **reply,
                       vigil_error *err)
@@ -1106,7 +1272,7 @@ static int turn_texts(struct cli *c, const char *run, json_t *scenario, json_t *
         if (type && !strcmp(type, "message.accepted") && !input) {
             input = json_string_value(json_object_get(json_object_get(full, "payload"), "text"));
             if (input)
-                json_object_set_new(scenario, "turns", json_pack("[s]", input));
+                json_object_set_new(scenario, "turns", json_pack("[o]", turn_of(input)));
         } else if (type && !strcmp(type, "observation.recorded")) {
             json_t *sig = json_object_get(full, "signal");
             const char *t = json_string_value(json_object_get(sig, "text"));
@@ -1434,8 +1600,10 @@ static int eval_capture(struct cli *c, int argc, char **argv)
 
 int cmd_eval(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--json", "--min=", "--keep", NULL};
+    static const char *const spec[] = {
+        "--json", "--min=", "--keep", "--min-tool=", "--min-safety=", "--min-report=", NULL};
     struct cli_opts o;
+    double min[N_CLASSES];
     int rc;
     if (argc > 1 && !strcmp(argv[1], "capture"))
         return eval_capture(c, argc - 1, argv + 1);
@@ -1447,11 +1615,8 @@ int cmd_eval(struct cli *c, int argc, char **argv)
         return rc;
     if (o.n_positional == 0)
         return cli_usage("eval: name at least one scenario file or folder");
-    const char *min_text = cli_opt(&o, spec, "--min");
-    char *end = NULL;
-    double min = min_text ? strtod(min_text, &end) : 100.0;
-    if (min_text && (end == min_text || *end || min < 0 || min > 100))
-        return cli_usage("eval: --min takes a percentage from 0 to 100");
+    if ((rc = thresholds(&o, spec, min)))
+        return rc;
     int json = cli_opt(&o, spec, "--json") != NULL, keep = cli_opt(&o, spec, "--keep") != NULL;
     json_t *files = json_array(), *results = json_array(), *card = json_object();
     for (int i = 0; i < o.n_positional; i++)
@@ -1478,8 +1643,10 @@ int cmd_eval(struct cli *c, int argc, char **argv)
     if (!status) {
         status = card_meets(card, min) ? 0 : 1;
         if (json) {
-            json_t *all = json_pack("{s:O, s:O, s:f, s:b}", "scenarios", results, "scorecard", card,
-                                    "min", min, "passed", status == 0);
+            json_t *all = json_pack("{s:O, s:O, s:f, s:{s:f, s:f, s:f}, s:b}", "scenarios", results,
+                                    "scorecard", card, "min", min[CLASS_TOOL], "min_by_class",
+                                    "tool", min[CLASS_TOOL], "safety", min[CLASS_SAFETY], "report",
+                                    min[CLASS_REPORT], "passed", status == 0);
             char *text = json_dumps(all, JSON_INDENT(2));
             puts(text ? text : "{}");
             free(text);

@@ -118,8 +118,11 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
         return cli_fail(&err);
     if ((rc = get_token(c, service.token)))
         return rc;
-    service.o = (struct vg_http_options){
-        .store_path = c->store_path, .listen = listen, .token = service.token};
+    /* The task domain, when its database exists: /v1/todo/'s routes. */
+    service.o = (struct vg_http_options){.store_path = c->store_path,
+                                         .listen = listen,
+                                         .token = service.token,
+                                         .todo = cli_todo_domain(c)};
     service.o.allow_remote = cli_opt(o, spec, "--allow-remote") != NULL;
     service.o.allow_origin = cli_opt(o, spec, "--allow-origin");
     if ((rc = number(o, spec, "--http-timeout-s", 1, 3600, &service.o.timeout_s)) ||

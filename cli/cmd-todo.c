@@ -112,6 +112,14 @@ int cli_todo_attach(struct cli *c)
     return 0;
 }
 
+struct vg_todo *cli_todo_domain(struct cli *c)
+{
+    vigil_error err = {0};
+    if (attach(c, NULL, 0, &err))
+        exit(cli_fail(&err));
+    return c->todo;
+}
+
 void cli_todo_close(struct cli *c)
 {
     vg_todo_close(c->todo);
@@ -133,43 +141,64 @@ static void open_todo(struct cli *c)
         exit(cli_fail(&err));
 }
 
-/* Apply op; print the result (or the refusal, as the exit status); raise the tokens and run
- * the wakes they queued. */
-/* Apply op with args (taken) on the task database: 0 with *reply (owned), or the exit status
- * of a failure, or of a refusal (refused: its code), said on stderr. */
-static int apply_op(struct cli *c, const char *op, json_t *args, vigil_code refused, json_t **reply)
+/* A refused operation's reply said on stderr; the exit status: 3 when what it names is not
+ * there (a missing thing, as everywhere in the command), else refused's. */
+static int refusal(const json_t *fault, vigil_code refused)
+{
+    fprintf(stderr, "vigil: %s\n", json_string_value(json_object_get(fault, "message")));
+    return vigil_code_exit_status(json_is_true(json_object_get(fault, "missing")) ? VIGIL_ENOTFOUND
+                                                                                  : refused);
+}
+
+/* Apply the read op with args (taken) on the task database: 0 with *reply (owned), or the exit
+ * status of a failure or a refusal, said on stderr. */
+static int apply_read(struct cli *c, const char *op, json_t *args, json_t **reply)
 {
     vigil_error err = {0};
     json_t *fault;
     *reply = NULL;
     open_todo(c);
-    vigil_code rc = vg_todo_apply(c->todo, op, NULL, args, reply, &err);
+    vigil_code rc = vg_todo_person_read(c->rt, c->todo, op, args, reply, &err);
     json_decref(args);
     if (rc)
         return cli_fail(&err);
     if ((fault = json_object_get(*reply, "error"))) {
-        fprintf(stderr, "vigil: %s\n", json_string_value(json_object_get(fault, "message")));
+        int status = refusal(fault, VIGIL_ENOTFOUND);
         json_decref(*reply);
         *reply = NULL;
-        return vigil_code_exit_status(refused);
+        return status;
     }
     return 0;
 }
 
+/* A person's edit op with args (taken), through the domain's one path for people
+ * (vg_todo_person_apply: the task's agent follows its task, the tokens are raised); the result
+ * printed, what became of an agent said on stderr, and the wakes it queued run when no daemon
+ * runs. */
 static int change(struct cli *c, const char *op, json_t *args, int quiet)
 {
     vigil_error err = {0};
-    json_t *reply = NULL;
-    int status = apply_op(c, op, args, VIGIL_EINVAL, &reply);
-    if (status)
+    json_t *reply = NULL, *fault, *a;
+    size_t i;
+    open_todo(c);
+    vigil_code rc = vg_todo_person_apply(c->rt, c->todo, op, args, &reply, &err);
+    json_decref(args);
+    json_array_foreach (json_object_get(reply, "agents"), i, a)
+        fprintf(stderr, "vigil: agent \"%s\" is %s: %s\n",
+                json_string_value(json_object_get(a, "name")),
+                json_string_value(json_object_get(a, "lifecycle")),
+                json_string_value(json_object_get(a, "reason")));
+    if (!rc && (fault = json_object_get(reply, "error"))) {
+        int status = refusal(fault, VIGIL_EINVAL);
+        json_decref(reply);
         return status;
-    if (!quiet) {
+    }
+    if (!rc && !quiet) {
         char *text = json_dumps(json_object_get(reply, "result"), JSON_INDENT(2));
         if (text)
             puts(text);
         free(text);
     }
-    vigil_code rc = vg_todo_notify(c->rt, reply, &err);
     json_decref(reply);
     return rc ? cli_fail(&err) : cli_run_queued(c);
 }
@@ -254,34 +283,14 @@ static int todo_item(struct cli *c, int argc, char **argv)
 }
 
 /* A read: the result as JSON, or (for list) a table. */
-/* `todo show`: the task's agent when it has one (`vigil todo agent`'s, named "task TASK"):
- * {id, name, lifecycle}; no member at all when there is none. */
-static void add_task_agent(struct cli *c, json_t *task)
-{
-    char name[128], *text = NULL;
-    vigil_error err = {0};
-    snprintf(name, sizeof name, "task %s", json_string_value(json_object_get(task, "task_id")));
-    if (vigil_agent_show(c->rt, cli_agent(c, name), &text, &err))
-        return;
-    json_t *shown = json_loads(text, 0, NULL), *a = json_object_get(shown, "agent");
-    vigil_free(text);
-    json_object_set_new(task, "agent",
-                        json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(a, "id"), "name",
-                                  json_object_get(a, "name"), "lifecycle",
-                                  json_object_get(a, "lifecycle")));
-    json_decref(shown);
-}
-
 static int todo_read(struct cli *c, const char *op, json_t *args, int json)
 {
     json_t *reply = NULL, *t;
     size_t i;
-    int status = apply_op(c, op, args, VIGIL_ENOTFOUND, &reply);
+    int status = apply_read(c, op, args, &reply);
     if (status)
         return status;
     json_t *result = json_object_get(reply, "result");
-    if (!strcmp(op, "get_task"))
-        add_task_agent(c, result);
     if (json || strcmp(op, "list_tasks_in_scope")) {
         char *text = json_dumps(result, JSON_INDENT(2));
         if (text)
@@ -302,56 +311,17 @@ static int todo_read(struct cli *c, const char *op, json_t *args, int json)
     return 0;
 }
 
-/* The task agent's tools (S3-045), and get_task to read its task. */
-#define TASK_AGENT_TOOLS                                                                           \
-    "[\"get_task\",\"set_task_title\",\"update_task_estimate\",\"update_task_due_date\","          \
-    "\"update_task_priority\",\"add_multiple_checklist_items\",\"update_checklist_items\","        \
-    "\"set_report\",\"record_observations\"]"
-
-static const char task_agent_prompt[] =
-    "You look after one task of a person's to-do list: task %s. You wake when it changes. "
-    "Read it with get_task, then improve what clearly needs it with your tools (a vague title, "
-    "a missing estimate, checklist items that are done or missing); change nothing you are "
-    "unsure of. Then write a short markdown report with set_report (scope current): where the "
-    "task stands, what is left, what you changed and why. Keep private notes for your next "
-    "wake with record_observations.";
-
-/* `vigil todo agent TASK`: a task agent for the task (examples/todo/task-agent.yaml says the
- * same as a manifest). Its name is derived from the task id, and a name belongs to one live
- * agent: a second agent for the same task is refused (EEXISTS), even by a concurrent create. */
+/* `vigil todo agent TASK`: a task agent for the task (vg_todo_agent_create; the manifest
+ * examples/todo/task-agent.yaml says the same). Its name is derived from the task id, and a
+ * name belongs to one live agent: a second agent for the same task is refused (EEXISTS), even
+ * by a concurrent create. */
 static int todo_agent(struct cli *c, const char *task)
 {
     vigil_error err = {0};
-    char scope[256], name[128], prompt[1024], config[1024], spec_json[256], id[37];
-    char *sub = NULL;
+    char id[37];
     open_todo(c);
-    /* The task's own scope, CATEGORY/TASK: the agent may touch its task and nothing else of
-     * the category (docs/todo.md). */
-    if (!vg_todo_scope_of(c->todo, task, scope, sizeof scope)) {
-        fprintf(stderr, "vigil: no task \"%s\"\n", task);
-        return vigil_code_exit_status(VIGIL_ENOTFOUND);
-    }
-    snprintf(name, sizeof name, "task %s", task);
-    snprintf(prompt, sizeof prompt, task_agent_prompt, task);
-    json_t *scopes = json_pack("[s]", scope);
-    char *scopes_text = json_dumps(scopes, JSON_COMPACT);
-    json_decref(scopes);
-    snprintf(config, sizeof config,
-             "{\"tools\":" TASK_AGENT_TOOLS
-             ",\"allowed_scopes\":%s,\"limits\":{\"max_tool_rounds\":5}}",
-             scopes_text ? scopes_text : "[]");
-    free(scopes_text);
-    vigil_agent_spec spec = {.name = name,
-                             .kind = "task_agent",
-                             .mode = "autonomous",
-                             .prompt = prompt,
-                             .config_json = config};
-    if (vigil_agent_create(c->rt, &spec, id, &err))
+    if (vg_todo_agent_create(c->rt, c->todo, task, id, &err))
         return cli_fail(&err);
-    snprintf(spec_json, sizeof spec_json, "{\"id\":\"watch-%s\",\"tokens\":[\"%s\"]}", task, task);
-    if (vigil_subscription_add(c->rt, id, spec_json, &sub, &err))
-        return cli_fail(&err);
-    vigil_free(sub);
     puts(id);
     return 0;
 }
@@ -395,29 +365,6 @@ static int todo_rate(struct cli *c, int argc, char **argv)
                   0);
 }
 
-/* The task's agent (`vigil todo agent`'s, named "task TASK") turned dormant when its task is
- * deleted, before the change (so no wake of it acts on a task that is gone), and active again
- * when it comes back, before the change that wakes it to look at its task. Its report, memory
- * and history stay; an agent that is not there, or not in a state to change, is left as is. */
-static void task_agent_follow(struct cli *c, const char *task, int deleted)
-{
-    char name[128], reason[200];
-    vigil_error err = {0};
-    snprintf(name, sizeof name, "task %s", task);
-    const char *id = cli_agent(c, name);
-    snprintf(reason, sizeof reason, deleted ? "its task %s was deleted" : "its task %s is back",
-             task);
-    vigil_code rc = deleted ? vigil_agent_pause(c->rt, id, reason, &err)
-                            : vigil_agent_resume(c->rt, id, reason, &err);
-    /* A task agent that never ran is still `created`, which turns dormant only through active
-     * (the lifecycle's diagram): that step is taken first. */
-    if (deleted && rc == VIGIL_ESTATE && !vigil_agent_resume(c->rt, id, reason, &err))
-        rc = vigil_agent_pause(c->rt, id, reason, &err);
-    if (!rc)
-        fprintf(stderr, "vigil: agent \"%s\" is %s: %s\n", name, deleted ? "dormant" : "active",
-                reason);
-}
-
 static int todo_delete_restore(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {NULL};
@@ -426,13 +373,7 @@ static int todo_delete_restore(struct cli *c, int argc, char **argv)
         return CLI_USAGE;
     if (o.n_positional != 1)
         return cli_usage("todo %s needs one task", argv[0]);
-    int deleted = !strcmp(argv[0], "delete");
-    open_todo(c);
-    char scope[256];
-    /* Only a task that is there (delete) or deleted (restore) moves its agent. */
-    if (deleted == vg_todo_scope_of(c->todo, o.positional[0], scope, sizeof scope))
-        task_agent_follow(c, o.positional[0], deleted);
-    return change(c, deleted ? "delete_task" : "restore_task",
+    return change(c, strcmp(argv[0], "delete") ? "restore_task" : "delete_task",
                   json_pack("{s:s}", "task_id", o.positional[0]), 0);
 }
 

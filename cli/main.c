@@ -344,7 +344,9 @@ const char *cli_gone_holder(const json_t *obj, char *buf, size_t size)
 void cli_print_json_text(char *text)
 {
     json_t *v = cli_parse_json_text(text);
-    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    /* 15 significant digits: a number as it was given (a report's confidence 0.8), where
+     * jansson's default 17 would print the double nearest to it, 0.80000000000000004. */
+    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     fputc('\n', stdout);
     json_decref(v);
 }

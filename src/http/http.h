@@ -34,12 +34,16 @@ struct vg_http_options {
     int events_poll_ms;       /* how often the event source reads the store; 0: 250 */
     int events_ring;          /* newest events kept in memory for the streams; 0: 4096 (max) */
     int heartbeat_ms;         /* event-stream heartbeat; 0: 10000, at most half of timeout */
+    /* The task domain's database (borrowed; NULL: the domain is off): /v1/todo/'s routes
+     * apply a person's edits to it (docs/todo.md). */
+    struct vg_todo *todo;
     /* Optional: tell the daemon to look at its queue now (after a wake). */
     void (*poke)(void *poke_user);
     void *poke_user;
 };
 
 struct vg_http;
+struct vg_todo;
 
 /* Start serving; prints "vigil serve: HTTP API on http://HOST:PORT" on stderr. EINVAL (bad
  * address, a remote one without allow_remote), EBUSY (address in use), ENOMEM. */

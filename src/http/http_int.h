@@ -151,6 +151,16 @@ int vg_http_agent_id(struct vg_req *r, const char *arg, char *out, size_t out_le
 /* The handler of every route that answers one vigil.h read by the path's id. */
 void vg_http_by_id(struct vg_req *r);
 
+/* The task domain's person routes (todo.c, /v1/todo/: docs/todo.md). */
+void vg_http_todo_list(struct vg_req *r);
+void vg_http_todo_add(struct vg_req *r);
+void vg_http_todo_show(struct vg_req *r);
+void vg_http_todo_edit(struct vg_req *r);
+void vg_http_todo_delete_restore(struct vg_req *r);
+void vg_http_todo_items_add(struct vg_req *r);
+void vg_http_todo_item_edit(struct vg_req *r);
+void vg_http_todo_conclude(struct vg_req *r);
+
 extern const struct vg_route vg_http_routes[];
 extern const size_t vg_http_n_routes;
 

@@ -196,6 +196,12 @@ static const char *const MEMBERS[][2] = {
     {"arguments", "{\"type\":\"object\"}"},
     {"answer", "{\"enum\":[\"applied\",\"not_applied\",\"retry\"]}"},
     {"language", "{\"enum\":[\"lua\",\"typescript\"]}"},
+    {"items", "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
+              "\"maxItems\":50}"},
+    {"estimate_minutes", "{\"type\":\"integer\",\"minimum\":0}"},
+    {"due_date", "{\"type\":[\"string\",\"null\"]}"},
+    {"priority", "{\"enum\":[\"low\",\"normal\",\"high\",\"urgent\"]}"},
+    {"done", "{\"type\":\"boolean\"}"},
 };
 
 /* The members a route's body must hold, by "METHOD pattern". */
@@ -210,6 +216,8 @@ static const char *const REQUIRED[][2] = {
     {"POST /v1/timers/{timer}/zone", "tz"},
     {"POST /v1/sandbox/run", "code"},
     {"POST /v1/kill", "on"},
+    {"POST /v1/todo/categories/{category}/tasks", "title"},
+    {"POST /v1/todo/tasks/{task}/items", "items"},
 };
 
 /* The values a list's status= takes (docs/http.md "Routes"). */
@@ -219,6 +227,7 @@ static const char *const STATUSES[][2] = {
     {"/v1/wakes", "[\"queued\",\"started\",\"completed\",\"skipped\",\"failed\",\"cancelled\","
                   "\"canceled\"]"},
     {"/v1/approvals", "[\"pending\",\"approved\",\"rejected\",\"expired\"]"},
+    {"/v1/todo/categories/{category}/tasks", "[\"open\",\"done\",\"cancelled\",\"all\"]"},
     {"/v1/tasks", "[\"pending\",\"ready\",\"running\",\"done\",\"failed\",\"cancelled\","
                   "\"canceled\"]"},
 };

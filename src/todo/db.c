@@ -296,6 +296,17 @@ vigil_code todo_refuse(struct todo_change *c, const char *code, const char *fmt,
     return VIGIL_OK;
 }
 
+vigil_code todo_refuse_missing(struct todo_change *c, const char *fmt, ...)
+{
+    va_list ap;
+    snprintf(c->code, sizeof c->code, "invalid_arguments");
+    va_start(ap, fmt);
+    vsnprintf(c->message, sizeof c->message, fmt, ap);
+    va_end(ap);
+    c->missing = 1;
+    return VIGIL_OK;
+}
+
 static int array_has(const json_t *a, const char *s)
 {
     size_t i;
@@ -317,6 +328,9 @@ vigil_code todo_changed(struct todo_change *c, const char *id, const char *key, 
 /* The reply of a finished operation (owned), by the tool reply protocol. */
 static json_t *reply_of(struct todo_change *c)
 {
+    if (c->code[0] && c->missing)
+        return json_pack("{s:{s:s, s:s, s:b}}", "error", "code", c->code, "message", c->message,
+                         "missing", 1);
     if (c->code[0])
         return json_pack("{s:{s:s, s:s}}", "error", "code", c->code, "message", c->message);
     return json_pack("{s:O?, s:O, s:O}", "result", c->result, "changed_entity_ids", c->ids,
@@ -339,6 +353,31 @@ static vigil_code record_applied(struct vg_todo *t, const char *op, const char *
     return rc;
 }
 
+/* An agent's edit of a task that is no longer open (op->open_task_only): refused in c. A task
+ * that is not there is left to the operation, which says so. */
+static vigil_code refuse_closed_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                     vigil_error *err)
+{
+    static const char *const names[] = {"task_id", "from_task_id", "to_task_id"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(names) && !c->code[0]; i++) {
+        const char *id = json_string_value(json_object_get(args, names[i]));
+        sqlite3_stmt *st = NULL;
+        if (!id)
+            continue;
+        vigil_code rc = todo_prepare(
+            t, "SELECT status FROM tasks WHERE id = ? AND deleted_ms IS NULL", &st, err, "s", id);
+        if (rc)
+            return rc;
+        if (sqlite3_step(st) == SQLITE_ROW &&
+            strcmp((const char *)sqlite3_column_text(st, 0), "open"))
+            todo_refuse(c, "unsafe_target",
+                        "task \"%s\" is %s: it takes no more changes from an agent", id,
+                        (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    return VIGIL_OK;
+}
+
 /* Inside the open transaction: the recorded reply of operation_id, or run op and record it. */
 static vigil_code apply_in_tx(struct vg_todo *t, const struct todo_op *o, const char *operation_id,
                               const json_t *args, json_t **reply, vigil_error *err)
@@ -354,7 +393,9 @@ static vigil_code apply_in_tx(struct vg_todo *t, const struct todo_op *o, const 
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying %s", o->name);
         goto out;
     }
-    if ((rc = o->fn(t, args, &c, err)))
+    if (operation_id && o->open_task_only && (rc = refuse_closed_task(t, args, &c, err)))
+        goto out;
+    if (!c.code[0] && (rc = o->fn(t, args, &c, err)))
         goto out;
     if (!(*reply = reply_of(&c)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering %s", o->name);

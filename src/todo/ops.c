@@ -37,7 +37,7 @@ static vigil_code need_task(struct vg_todo *t, const json_t *args, const char *n
     if ((rc = todo_task_category(t, id, category, 128, &found, err)))
         return rc;
     if (!found)
-        return todo_refuse(c, "invalid_arguments", "no task \"%s\"", id);
+        return todo_refuse_missing(c, "no task \"%s\"", id);
     return VIGIL_OK;
 }
 
@@ -127,7 +127,7 @@ static vigil_code op_create_task(struct vg_todo *t, const json_t *args, struct t
     found = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     if (!found)
-        return todo_refuse(c, "invalid_arguments", "no category \"%s\"", cat);
+        return todo_refuse_missing(c, "no category \"%s\"", cat);
     if ((rc = todo_insert_task(t, cat, title, args, NULL, id, err)) ||
         (rc = todo_changed(c, id, "TASK", err)))
         return rc;
@@ -565,22 +565,22 @@ const struct todo_op todo_ops[] = {
     {"set_task_title", op_set_task_title, "Rename a task.",
      SCHEMA(S_TASK ",\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
             "\"task_id\",\"title\""),
-     WRITE("\"task_id\"", "\"TASK\"")},
+     WRITE("\"task_id\"", "\"TASK\""), 1},
     {"update_task_estimate", op_update_task_estimate, "Set a task's estimate, in minutes.",
-     SCHEMA(S_TASK "," S_EST, "\"task_id\",\"estimate_minutes\""),
-     WRITE("\"task_id\"", "\"TASK\"")},
+     SCHEMA(S_TASK "," S_EST, "\"task_id\",\"estimate_minutes\""), WRITE("\"task_id\"", "\"TASK\""),
+     1},
     {"update_task_due_date", op_update_task_due_date,
      "Set a task's due date (YYYY-MM-DD), or clear it with null.",
-     SCHEMA(S_TASK "," S_DUE, "\"task_id\",\"due_date\""), WRITE("\"task_id\"", "\"TASK\"")},
+     SCHEMA(S_TASK "," S_DUE, "\"task_id\",\"due_date\""), WRITE("\"task_id\"", "\"TASK\""), 1},
     {"update_task_priority", op_update_task_priority,
      "Set a task's priority: low, normal, high or urgent.",
-     SCHEMA(S_TASK "," S_PRIO, "\"task_id\",\"priority\""), WRITE("\"task_id\"", "\"TASK\"")},
+     SCHEMA(S_TASK "," S_PRIO, "\"task_id\",\"priority\""), WRITE("\"task_id\"", "\"TASK\""), 1},
     {"add_multiple_checklist_items", op_add_checklist_items,
      "Append items to a task's checklist; answers their ids.",
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":"
                    "{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}}",
             "\"task_id\",\"items\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\"")},
+     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"update_checklist_items", op_update_checklist_items,
      "Change the text or the done mark of items of a task's checklist.",
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":{"
@@ -588,46 +588,46 @@ const struct todo_op todo_ops[] = {
                    "\"properties\":{\"id\":{\"type\":\"string\"},\"text\":{\"type\":\"string\","
                    "\"minLength\":1,\"maxLength\":500},\"done\":{\"type\":\"boolean\"}}}}",
             "\"task_id\",\"items\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\"")},
+     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"create_follow_up_task", op_create_follow_up_task,
      "Create a follow-up of a task, in the task's category.",
      SCHEMA(S_TASK ",\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}," S_EST
                    "," S_DUE "," S_PRIO,
             "\"task_id\",\"title\""),
-     WRITE("\"task_id\"", "\"TASK\"")},
+     WRITE("\"task_id\"", "\"TASK\""), 0},
     {"conclude_task_with_rollover", op_conclude_task_with_rollover,
      "Mark an open task done; its open checklist items move to a new follow-up task.",
      SCHEMA(S_TASK ",\"follow_up_title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
             "\"task_id\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\"")},
+     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
     {"move_checklist_items", op_move_checklist_items,
      "Move checklist items from one task to another.",
      SCHEMA("\"from_task_id\":{\"type\":\"string\"},\"to_task_id\":{\"type\":\"string\"},"
             "\"item_ids\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"string\"}}",
             "\"from_task_id\",\"to_task_id\",\"item_ids\""),
-     WRITE("\"from_task_id\",\"to_task_id\"", "\"TASK\",\"CHECKLIST\"")},
+     WRITE("\"from_task_id\",\"to_task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"create_retrospective_time_entry", todo_op_create_retrospective_time_entry,
      "Log time already spent on a task: when it started (RFC 3339) and for how many minutes.",
      SCHEMA(S_TASK ",\"started_at\":{\"type\":\"string\"},\"minutes\":{\"type\":\"integer\","
                    "\"minimum\":1,\"maximum\":1440},\"note\":{\"type\":\"string\"}",
             "\"task_id\",\"started_at\",\"minutes\""),
-     WRITE("\"task_id\"", "\"TASK\",\"TIME_ENTRY\"")},
+     WRITE("\"task_id\"", "\"TASK\",\"TIME_ENTRY\""), 1},
     {"resolve_task_reference", todo_op_resolve_task_reference,
      "Find the tasks of a category a text refers to (an id or words of a title), ranked; "
      "\"ambiguous\" when the best candidates tie.",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"reference\":{\"type\":\"string\","
             "\"minLength\":1}",
             "\"category_id\",\"reference\""),
-     READ(BY_CATEGORY)},
+     READ(BY_CATEGORY), 0},
     {"list_tasks_in_scope", todo_op_list_tasks_in_scope,
      "List the tasks of a category (open ones unless status says otherwise).",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"status\":{\"type\":\"string\",\"enum\":"
             "[\"open\",\"done\",\"cancelled\",\"all\"],\"default\":\"open\"}",
             "\"category_id\""),
-     READ(BY_CATEGORY)},
+     READ(BY_CATEGORY), 0},
     {"get_task", todo_op_get_task,
      "Read a task in full: its fields, checklist items, time entries and follow-ups.",
-     SCHEMA(S_TASK, "\"task_id\""), READ(BY_TASK)},
+     SCHEMA(S_TASK, "\"task_id\""), READ(BY_TASK), 0},
     {"upsert_day_plan_blocks", todo_op_upsert_day_plan_blocks,
      "Plan blocks of a day for a category: each {start, end (HH:MM), task_id?, label?} replaces "
      "the block that starts at the same time; answers the day's blocks.",
@@ -639,17 +639,18 @@ const struct todo_op todo_ops[] = {
             "\"task_id\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}}}",
             "\"category_id\",\"day\",\"blocks\""),
      "{\"risk\":\"low\",\"idempotency\":\"idempotent\",\"scope\":" BY_CATEGORY
-     ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_PLAN\"]}}"},
+     ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_PLAN\"]}}",
+     0},
     {"get_ratings_summary", todo_op_get_ratings_summary,
      "The ratings of a category's tasks: how many, the average, and per rated task its average "
      "and last note, lowest average first.",
-     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""), READ(BY_CATEGORY)},
-    {"rate_task", todo_op_rate_task, NULL, NULL, NULL},
-    {"create_category", op_create_category, NULL, NULL, NULL},
-    {"create_task", op_create_task, NULL, NULL, NULL},
-    {"delete_task", op_delete_task, NULL, NULL, NULL},
-    {"restore_task", op_restore_task, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""), READ(BY_CATEGORY), 0},
+    {"rate_task", todo_op_rate_task, NULL, NULL, NULL, 0},
+    {"create_category", op_create_category, NULL, NULL, NULL, 0},
+    {"create_task", op_create_task, NULL, NULL, NULL, 0},
+    {"delete_task", op_delete_task, NULL, NULL, NULL, 0},
+    {"restore_task", op_restore_task, NULL, NULL, NULL, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0},
 };
 
 const struct todo_op *todo_op_find(const char *name)

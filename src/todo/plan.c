@@ -110,8 +110,10 @@ vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_
     vigil_code rc = todo_task_category(t, task ? task : "", cat, sizeof cat, &found, err);
     if (rc)
         return rc;
-    if (!found || score < 1 || score > 5)
-        return todo_refuse(c, "invalid_arguments", "a rating needs a task and a score of 1 to 5");
+    if (!found)
+        return todo_refuse_missing(c, "no task \"%s\"", task ? task : "");
+    if (score < 1 || score > 5)
+        return todo_refuse(c, "invalid_arguments", "a rating needs a score of 1 to 5");
     todo_new_id(t, "rating", id);
     if ((rc =
              todo_exec(t,

@@ -66,7 +66,7 @@ vigil_code todo_op_list_tasks_in_scope(struct vg_todo *t, const json_t *args, st
         return rc;
     /* A category that is not there is said so: a misspelled one would read as an empty list. */
     if (!known)
-        return todo_refuse(c, "invalid_arguments", "no category \"%s\"", cat ? cat : "");
+        return todo_refuse_missing(c, "no category \"%s\"", cat ? cat : "");
     json_t *tasks = json_array();
     if (!tasks)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
@@ -245,7 +245,7 @@ vigil_code todo_op_get_task(struct vg_todo *t, const json_t *args, struct todo_c
     const char *id = json_string_value(json_object_get(args, "task_id"));
     vigil_code rc = read_task(t, id ? id : "", &c->result, err);
     if (!rc && !c->result)
-        return todo_refuse(c, "invalid_arguments", "no task \"%s\"", id ? id : "");
+        return todo_refuse_missing(c, "no task \"%s\"", id ? id : "");
     return rc;
 }
 
@@ -263,7 +263,7 @@ vigil_code todo_op_create_retrospective_time_entry(struct vg_todo *t, const json
     if (rc)
         return rc;
     if (!found)
-        return todo_refuse(c, "invalid_arguments", "no task \"%s\"", task ? task : "");
+        return todo_refuse_missing(c, "no task \"%s\"", task ? task : "");
     if (!at || vg_time_parse_ms(at, &start) || minutes < 1 || minutes > 1440)
         return todo_refuse(c, "invalid_arguments",
                            "started_at must be RFC 3339 and minutes 1 to 1440");

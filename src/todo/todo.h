@@ -61,4 +61,33 @@ vigil_code vg_todo_register_tools(vigil_runtime *rt, struct vg_todo *t, vigil_er
  * subscribed to what it changed. An error reply raises nothing. */
 vigil_code vg_todo_notify(vigil_runtime *rt, const json_t *reply, vigil_error *err);
 
+/*
+ * A person's edit (a tool's operation or a person's own: create_task, delete_task, ...) with
+ * args (borrowed) on t, and what it means for the task's agent (the one named "task TASK_ID",
+ * vg_todo_agent_create's): a task being deleted turns its agent dormant first, a restored one
+ * makes it active again, a concluded one retires it (dormant) and gives the follow-up, if the
+ * open items made one, an agent of its own. Then the change's tokens are raised on rt, with
+ * person.OP besides, so the woken agent reads what a person did. *reply (owned): the domain's
+ * reply (a refusal is an "error" reply, "missing": true when what it names is not there), with
+ * "agents": [{id, name, lifecycle, reason}] for each agent it moved or made. The one path of
+ * `vigil todo` and the daemon's HTTP routes.
+ */
+vigil_code vg_todo_person_apply(vigil_runtime *rt, struct vg_todo *t, const char *op,
+                                const json_t *args, json_t **reply, vigil_error *err);
+
+/* A person's read (get_task, list_tasks_in_scope) with args (borrowed): *reply (owned) as
+ * vg_todo_apply's, get_task's result with "agent": {id, name, lifecycle} when the task has one
+ * (no member when it has none). */
+vigil_code vg_todo_person_read(vigil_runtime *rt, struct vg_todo *t, const char *op,
+                               const json_t *args, json_t **reply, vigil_error *err);
+
+/* A task agent for task_id (docs/todo.md): kind task_agent, autonomous, named "task TASK_ID",
+ * allowed the task's scope alone, subscribed to the task. Its id into id. ENOTFOUND (no such
+ * task), EEXISTS (the task has one), and vigil_agent_create's errors. */
+vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char *task_id,
+                                char id[37], vigil_error *err);
+/* The id of the task's live (not destroyed) agent into id, *found 1; 0 when it has none. */
+vigil_code vg_todo_agent_find(vigil_runtime *rt, const char *task_id, char id[64], int *found,
+                              vigil_error *err);
+
 #endif

@@ -29,11 +29,18 @@ struct todo_change {
     json_t *keys;   /* owned array of semantic keys */
     char code[32];  /* "": applied; else a tool error code (invalid_arguments, unsafe_target) */
     char message[256];
+    /* The refusal is of a task or category that is not there: a person's command says so with
+     * exit 3 and the HTTP API with 404, as for any missing thing (the tool's code stays
+     * invalid_arguments: the gate's table has no code for it). */
+    int missing;
 };
 
 /* Refuse the operation: code is a tool error code. Returns VIGIL_OK (a refusal is an answer). */
 vigil_code todo_refuse(struct todo_change *c, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Refuse the operation because what it names is not there (invalid_arguments, missing). */
+vigil_code todo_refuse_missing(struct todo_change *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Note an entity id and a semantic key (NULL: none) as changed. */
 vigil_code todo_changed(struct todo_change *c, const char *id, const char *key, vigil_error *err);
 
@@ -47,6 +54,10 @@ struct todo_op {
     const char *description;
     const char *input_schema;
     const char *contract;
+    /* 1: an edit of an open task. An agent's call (one with an operation id) on a task that is
+     * done or cancelled is refused, so a task agent stops changing a task once it is concluded
+     * (a person may still correct it). */
+    int open_task_only;
 };
 /* The reads and time entries (read.c). */
 vigil_code todo_op_resolve_task_reference(struct vg_todo *t, const json_t *args,

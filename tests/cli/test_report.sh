@@ -36,6 +36,8 @@ has "$OUT" "  source: task-7"
 has "$OUT" "  source: https://example.org/board"
 has "$OUT" "one task late"
 expect 0 report reporter --scope daily --history 5 --json
+# The confidence as it was given, not the double nearest to it (0.80000000000000004).
+has "$OUT" '"confidence": 0.8,'
 check "$(j .report.markdown)" $'# Tuesday\none task late' "latest"
 check "$(j .report.stale)" false "stale"
 check "$(j '.report.sources | length')" 2 "sources"

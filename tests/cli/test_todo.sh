@@ -28,6 +28,15 @@ has "$ERR" 'no category "wrok"'
 expect 0 todo list home --json
 R=$OUT
 is '.tasks | length == 1'
+# A task or a category that is not there exits 3 everywhere, as a missing thing does in every
+# command (docs/cli.md), one line naming it; a bad value stays 2.
+for cmd in "edit task-nope --title x" "item add task-nope x" "item done task-nope item-x" \
+  "conclude task-nope" "rate task-nope 3" "agent task-nope" "delete task-nope" "show task-nope" \
+  "add nosuch x" "list nosuch"; do
+  expect 3 todo $cmd
+  [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && ok || bad "todo $cmd: one line, got: $ERR"
+done
+expect 2 todo edit "$task" --priority sky
 expect 0 todo agent "$task"
 agent=$OUT
 # one task agent a task
@@ -95,6 +104,8 @@ printf '%s\n' "$OUT" >"$T/captured-wake.json"
 R=$OUT
 is ".entities == {\"$task\": \"work/$task\"}"
 is '.expect.calls == ["get_task succeeded", "update_task_estimate succeeded", "set_report succeeded", "record_observations succeeded"]'
+# The wake says what changed and who changed it: person.OPERATION beside the ids.
+is '.turns[0] | tostring | contains("person.add_multiple_checklist_items")'
 expect 0 eval "$T/captured-wake.json"
 has "$OUT" "PASS  captured from run"
 # Under the daemon: a second task and its agent; the person's edit queues the wake for the
@@ -144,11 +155,26 @@ is '.estimate_minutes == 90'
 expect 0 runs tools "$run3" --json
 R=$OUT
 is '[.items[].status] == ["succeeded","succeeded","succeeded","succeeded"]'
-# Concluding carries the open items to a follow-up.
+# Concluding carries the open items to a follow-up, retires the task's agent (dormant, its
+# report kept) and hands the follow-up to an agent of its own, allowed that task alone.
 expect 0 todo conclude "$task"
 R=$OUT
 is '(.moved_item_ids | length) == 2'
 is '.follow_up_task_id != null'
+follow=$(printf '%s' "$OUT" | jq -r .follow_up_task_id)
+has "$ERR" "agent \"task $task\" is dormant: its task $task is done"
+has "$ERR" "agent \"task $follow\" is created: looks after $follow, the follow-up of $task"
+expect 0 agent show "$agent" --json
+R=$OUT
+is '.agent.lifecycle == "dormant" and (.agent.lifecycle_reason | contains("is done"))'
+is '.report.markdown | contains("estimate to 90 minutes")'
+expect 0 todo show "$follow"
+R=$OUT
+is ".agent.name == \"task $follow\""
+follow_agent=$(printf '%s' "$OUT" | jq -r .agent.id)
+expect 0 agent show "$follow_agent" --json
+R=$OUT
+is ".agent.config.allowed_scopes == [\"work/$follow\"]"
 # A watched task deleted: its agent turns dormant, with the reason, before the change (so its
 # wake is skipped, not run on a task that is gone); the task is kept but out of every read and
 # tool; restored, the task is as it was and the agent active again, woken to look at it.
@@ -168,7 +194,7 @@ has "$OUT" '"error_code": "out_of_scope"'
 expect 0 wakes --agent "$agent2" --json
 R=$OUT
 is '.[0].status == "skipped"'
-expect 2 todo delete "$task2"
+expect 3 todo delete "$task2"
 has "$ERR" "no task"
 expect 0 todo restore "$task2"
 has "$ERR" "is active: its task $task2 is back"

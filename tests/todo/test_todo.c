@@ -435,6 +435,8 @@ TEST(a_call_cut_short_after_its_effect_applies_once_after_the_restart)
     test_rt_close(&t);
 }
 
+static const char *refusal(struct vg_todo *todo, const char *op, json_t *args);
+
 /* A planner concludes a task; its open checklist items go to a follow-up task in the same
  * category, its done ones stay. proves: S0-168 S0-069 */
 TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
@@ -479,6 +481,93 @@ TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
     ASSERT_EQ(gate(&t, agent, "plan-2", "conclude_task_with_rollover", args, &o),
               VG_TOOL_UNSAFE_TARGET);
     vg_tool_outcome_release(&o);
+    /* Nor changed by an agent any more (its checklist, its fields, its time), while a person
+     * may still correct it. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"one more\"]}", work);
+    ASSERT_EQ(gate(&t, agent, "plan-3", "add_multiple_checklist_items", args, &o),
+              VG_TOOL_UNSAFE_TARGET);
+    ASSERT(strstr(o.error_message, "takes no more changes from an agent"));
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"estimate_minutes\":99999}", work);
+    ASSERT_EQ(gate(&t, agent, "plan-4", "update_task_estimate", args, &o), VG_TOOL_UNSAFE_TARGET);
+    vg_tool_outcome_release(&o);
+    w = task(todo, work);
+    ASSERT_EQ(json_array_size(json_object_get(w, "checklist")), 1);
+    ASSERT(json_is_null(json_object_get(w, "estimate_minutes")));
+    json_decref(w);
+    ASSERT(!refusal(todo, "update_task_estimate",
+                    json_pack("{s:s, s:i}", "task_id", work, "estimate_minutes", 30)));
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* An agent's lifecycle (into out). */
+static void lifecycle_of(struct test_rt *t, const char *agent, char out[32])
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_show(t->rt, agent, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    snprintf(out, 32, "%s", field(json_object_get(v, "agent"), "lifecycle"));
+    json_decref(v);
+}
+
+/* A person concludes a task that has a task agent: the agent retires (dormant, its report and
+ * memory kept) and the follow-up that took the open items gets an agent of its own, allowed that
+ * task alone. The same path (vg_todo_person_apply) deletes and restores. */
+TEST(a_person_concluding_a_task_retires_its_agent_and_hands_the_follow_up_on)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], next_agent[64], next[64], lc[32];
+    int found = 0;
+    json_t *reply = NULL, *args;
+    test_rt_open(&t, "todo_handover");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(t.rt, todo, work, agent, E));
+    vigil_error refused = {0};
+    ASSERT_CODE(VIGIL_EEXISTS, vg_todo_agent_create(t.rt, todo, work, next_agent, &refused));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vg_todo_agent_create(t.rt, todo, "task-nope", next_agent, &refused));
+    ASSERT(!refusal(todo, "add_multiple_checklist_items",
+                    json_pack("{s:s, s:[s]}", "task_id", work, "items", "left open")));
+    args = json_pack("{s:s}", "task_id", work);
+    ASSERT_OK(vg_todo_person_apply(t.rt, todo, "conclude_task_with_rollover", args, &reply, E));
+    json_decref(args);
+    snprintf(next, sizeof next, "%s", field(json_object_get(reply, "result"), "follow_up_task_id"));
+    json_t *moved = json_object_get(reply, "agents");
+    ASSERT_EQ(json_array_size(moved), 2);
+    ASSERT_STREQ(field(json_array_get(moved, 0), "lifecycle"), "dormant");
+    ASSERT_STREQ(field(json_array_get(moved, 1), "lifecycle"), "created");
+    json_decref(reply);
+    lifecycle_of(&t, agent, lc);
+    ASSERT_STREQ(lc, "dormant");
+    ASSERT_OK(vg_todo_agent_find(t.rt, next, next_agent, &found, E));
+    ASSERT(found);
+    char *shown = NULL, scope[200];
+    ASSERT_OK(vigil_agent_show(t.rt, next_agent, &shown, E));
+    snprintf(scope, sizeof scope, "\"work/%s\"", next);
+    ASSERT(strstr(shown, scope));
+    vigil_free(shown);
+    /* The done task deleted and restored: its retired agent stays dormant (it was retired for
+     * the task being done, which a restore does not undo). */
+    args = json_pack("{s:s}", "task_id", work);
+    ASSERT_OK(vg_todo_person_apply(t.rt, todo, "delete_task", args, &reply, E));
+    json_decref(reply);
+    ASSERT_OK(vg_todo_person_apply(t.rt, todo, "restore_task", args, &reply, E));
+    json_decref(args);
+    ASSERT(!json_object_get(reply, "agents"));
+    json_decref(reply);
+    lifecycle_of(&t, agent, lc);
+    ASSERT_STREQ(lc, "dormant");
+    /* A refusal moves no agent: a task that is not there says so, "missing". */
+    args = json_pack("{s:s}", "task_id", "task-nope");
+    ASSERT_OK(vg_todo_person_apply(t.rt, todo, "delete_task", args, &reply, E));
+    json_decref(args);
+    ASSERT(json_is_true(json_object_get(json_object_get(reply, "error"), "missing")));
+    ASSERT(!json_object_get(reply, "agents"));
+    json_decref(reply);
     vg_todo_close(todo);
     test_rt_close(&t);
 }
@@ -712,6 +801,7 @@ int main(void)
     RUN(an_operation_id_applies_once);
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
+    RUN(a_person_concluding_a_task_retires_its_agent_and_hands_the_follow_up_on);
     RUN(titles_and_checklist_items_are_at_most_500_characters);
     RUN(a_follow_up_of_a_long_title_keeps_whole_characters);
     RUN(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged);
