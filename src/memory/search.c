@@ -486,8 +486,9 @@ vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, in
     /* Record ids only: the todo bodies are empty objects. */
     vigil_code rc = vg_memory_collect_ids(m, &q, todo, err);
     int dim = vg_embed_dimension(m->embedder);
-    float *vec = vg_malloc(sizeof *vec * (size_t)dim);
-    if (!rc && !vec)
+    /* Most passes find nothing to do (one runs after every turn): no vector for them. */
+    float *vec = !rc && json_array_size(todo) ? vg_malloc(sizeof *vec * (size_t)dim) : NULL;
+    if (!rc && json_array_size(todo) && !vec)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory embedding memory");
     for (size_t i = 0; !rc && i < json_array_size(todo); i++) {
         const char *id = json_string_value(json_array_get(todo, i));

@@ -71,6 +71,12 @@ static int stat_of(long pid, char *state, unsigned long long *start)
     return 0;
 }
 
+/* This process's start, read once a thread: a chat turn's lease take names its holder every
+ * turn, and the read is three system calls and a stdio buffer. Keyed by the pid, so a forked
+ * child reads its own; per thread, so no lock (one a fork could leave held). */
+static _Thread_local long t_self_pid;
+static _Thread_local char t_self_start[96];
+
 void vg_proc_self(struct vg_proc_id *out)
 {
     char state = 0;
@@ -78,10 +84,15 @@ void vg_proc_self(struct vg_proc_id *out)
     pthread_once(&g_once, read_host);
     snprintf(out->host, sizeof out->host, "%s", g_host);
     out->pid = (long)getpid();
-    if (stat_of(out->pid, &state, &start))
-        snprintf(out->start, sizeof out->start, "%.48s:%llu", g_boot, start);
-    else
-        out->start[0] = '\0';
+    if (t_self_pid != out->pid) {
+        if (!stat_of(out->pid, &state, &start)) {
+            out->start[0] = '\0'; /* unreadable now: read again next time */
+            return;
+        }
+        snprintf(t_self_start, sizeof t_self_start, "%.48s:%llu", g_boot, start);
+        t_self_pid = out->pid;
+    }
+    snprintf(out->start, sizeof out->start, "%s", t_self_start);
 }
 
 int vg_proc_gone(const char *host, long pid, const char *start)

@@ -5,6 +5,7 @@
 #include "base/common.h"
 
 #include "base/hash.h"
+#include "base/json.h"
 #include "config/config.h"
 #include "loop/loop.h"
 #include "memory/loop_adapter.h"
@@ -308,6 +309,46 @@ static vigil_code turn_reads(vigil_runtime *rt, const char *agent_id, struct vg_
     return rc;
 }
 
+/* A completed turn's outcome (vigil.h): written as text, the keys in the canonical order the
+ * runtime's other answers use, with no jansson tree built only to be dumped. */
+static vigil_code turn_outcome(vigil_runtime *rt, const struct vg_loop_result *res, char **out_json,
+                               vigil_error *err)
+{
+    struct vg_buf usage, cost, b;
+    vg_buf_init(&usage, 0);
+    vg_buf_init(&cost, 0);
+    vg_buf_init(&b, 0);
+    struct vg_jfield u[] = {{"input_tokens", VG_JF_INT, NULL, res->input_tokens},
+                            {"output_tokens", VG_JF_INT, NULL, res->output_tokens},
+                            {"cached_tokens", VG_JF_INT, NULL, res->cached_tokens}};
+    int bad = vg_json_put_fields(&usage, u, VG_ARRAY_LEN(u));
+    vg_json_put_real(&cost, res->cost_usd);
+    int scripted = res->scripted || (vg_model_caps(rt->model) & VG_MODEL_CAP_SCRIPTED);
+    struct vg_jfield f[] = {
+        {"run_id", VG_JF_STR, res->run_id, 0},
+        {"reply", VG_JF_STR, res->final_text ? res->final_text : "", 0},
+        {"end", VG_JF_STR, vg_loop_end_name(res->end), 0},
+        {"steps", VG_JF_INT, NULL, res->steps},
+        {"tool_calls", VG_JF_INT, NULL, res->tool_calls},
+        {"usage", VG_JF_RAW, usage.data, 0},
+        {"cost_usd", VG_JF_RAW, cost.data, 0},
+        {"scripted", VG_JF_BOOL, NULL, scripted},
+        {"stop_reason", VG_JF_STR, res->stop_reason[0] ? res->stop_reason : NULL, 0}};
+    if (!bad && !usage.fail && !cost.fail)
+        bad = vg_json_put_fields(&b, f, VG_ARRAY_LEN(f));
+    vigil_code rc = VIGIL_OK;
+    if (bad || usage.fail || cost.fail || b.fail) {
+        rc = bad ? VG_FAIL(err, VIGIL_EPROVIDER, "the model's reply is not valid UTF-8")
+                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
+        vg_buf_release(&b);
+    } else {
+        *out_json = vg_buf_detach(&b, NULL);
+    }
+    vg_buf_release(&usage);
+    vg_buf_release(&cost);
+    return rc;
+}
+
 static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char *session,
                             const char *turn_key, const char *text, const vigil_chat_callbacks *cb,
                             char **out_json, vigil_error *err)
@@ -394,20 +435,10 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
         lease_give_back_lazily(rt, agent_id, fence.epoch);
     if (rc != VIGIL_OK && res.run_id[0])
         name_failed_run(err, res.run_id);
-    if (rc == VIGIL_OK) {
-        json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
-                              "run_id", res.run_id, "reply", res.final_text, "end",
-                              vg_loop_end_name(res.end), "steps", res.steps, "tool_calls",
-                              res.tool_calls, "usage", "input_tokens", (json_int_t)res.input_tokens,
-                              "output_tokens", (json_int_t)res.output_tokens, "cached_tokens",
-                              (json_int_t)res.cached_tokens, "cost_usd", res.cost_usd, "scripted",
-                              res.scripted || (vg_model_caps(rt->model) & VG_MODEL_CAP_SCRIPTED),
-                              "stop_reason", res.stop_reason[0] ? res.stop_reason : NULL);
-        rc = v ? vg_runtime_json_out(v, out_json, err)
-               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
-        if (!rc && turn_key && (res.end == VG_LOOP_COMPLETED || res.end == VG_LOOP_SOFT_STOPPED))
-            keep_keyed_outcome(rt, agent_id, run_key, text, *out_json);
-    }
+    if (rc == VIGIL_OK)
+        rc = turn_outcome(rt, &res, out_json, err);
+    if (!rc && turn_key && (res.end == VG_LOOP_COMPLETED || res.end == VG_LOOP_SOFT_STOPPED))
+        keep_keyed_outcome(rt, agent_id, run_key, text, *out_json);
     vg_loop_result_release(&res);
     /* After the turn, not during it: summarize what grew past its budget. */
     if (rc == VIGIL_OK)

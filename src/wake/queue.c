@@ -717,8 +717,10 @@ static vigil_code lease_write(struct vg_env *env, const char *agent, json_t *lea
             rc = VG_FAIL(err, VIGIL_ECONFLICT, "agent \"%s\" was leased meanwhile", agent);
         return rc;
     }
-    return vg_env_update_json(env, "agent_lease", agent, agent, holder, "", expires, lease, rev,
-                              err);
+    /* Noted: each phase of the run that took it reads it back (vg_wake_lease_check), and the
+     * next turn's take reads what the give-back wrote. */
+    return vg_env_update_json_noted(env, "agent_lease", agent, agent, holder, "", expires, lease,
+                                    rev, err);
 }
 
 vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t epoch,

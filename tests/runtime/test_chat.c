@@ -33,6 +33,36 @@ static void setup(struct test_rt *t, const char *name)
     ASSERT_OK(vigil_agent_create(t->rt, &spec, agent, E));
 }
 
+/* A turn's outcome (vigil.h) is written as text: the same canonical JSON (compact, keys sorted,
+ * usage nested, stop_reason null when none) that the runtime's other answers are. */
+TEST(a_turns_outcome_is_canonical_json_with_every_field)
+{
+    struct test_rt t;
+    char *out = NULL;
+    setup(&t, "chat_outcome");
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "hello \"there\"", NULL, &out, E));
+    json_t *v = json_loads(out, 0, NULL);
+    ASSERT(v != NULL);
+    char *again = vg_json_dump(v, 1);
+    ASSERT_STREQ(out, again);
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "reply")), "you said: hello \"there\"");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "end")), "completed");
+    ASSERT_EQ(json_integer_value(json_object_get(v, "steps")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(v, "tool_calls")), 0);
+    ASSERT(json_is_true(json_object_get(v, "scripted")));
+    ASSERT(json_is_real(json_object_get(v, "cost_usd")));
+    ASSERT(json_is_null(json_object_get(v, "stop_reason")));
+    json_t *usage = json_object_get(v, "usage");
+    ASSERT_EQ(json_object_size(usage), 3);
+    ASSERT(json_is_integer(json_object_get(usage, "cached_tokens")));
+    ASSERT_EQ(json_object_size(v), 9);
+    ASSERT_EQ(strlen(json_string_value(json_object_get(v, "run_id"))), 36);
+    vg_free(again);
+    json_decref(v);
+    vigil_free(out);
+    test_rt_close(&t);
+}
+
 /* proves: S0-020 */
 TEST(turn_waits_for_a_held_lease_then_runs)
 {
@@ -606,6 +636,7 @@ TEST(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs)
 
 int main(void)
 {
+    RUN(a_turns_outcome_is_canonical_json_with_every_field);
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);

@@ -401,6 +401,42 @@ TEST(recovery_requeues_started_runs_with_the_same_run_key)
     test_rt_close(&t);
 }
 
+/* A run reads its lease at every write phase (the fence). The lease a take or a give-back wrote
+ * is kept parsed under its text, so the first fence after a take, and the next turn's take after
+ * a give-back, read the parsed value instead of parsing the text again: a shared read hands out
+ * the kept value itself, the same one each time (a text read first is parsed, and the next read
+ * parses it again). */
+TEST(the_lease_written_is_read_back_without_parsing)
+{
+    struct test_rt t;
+    char a[37];
+    int64_t epoch = 0;
+    int got = 0;
+    json_t *first = NULL, *second = NULL;
+    test_rt_open(&t, "wake_lease_noted");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_lease_take(t.env, a, "chat:1", 60000, &epoch, &got, E));
+    ASSERT_EQ(got, 1);
+    /* The agent's first lease is inserted; its next take and give-back update it. */
+    ASSERT_OK(vg_wake_lease_give_back(t.env, a, epoch, E));
+    ASSERT_OK(vg_wake_lease_take(t.env, a, "chat:2", 60000, &epoch, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vg_env_get_json_shared(t.env, "agent_lease", a, &first, E));
+    ASSERT_OK(vg_env_get_json_shared(t.env, "agent_lease", a, &second, E));
+    ASSERT(first == second);
+    ASSERT_STREQ(js(first, "holder"), "chat:2");
+    json_decref(first);
+    json_decref(second);
+    ASSERT_OK(vg_wake_lease_give_back(t.env, a, epoch, E));
+    ASSERT_OK(vg_env_get_json_shared(t.env, "agent_lease", a, &first, E));
+    ASSERT_OK(vg_env_get_json_shared(t.env, "agent_lease", a, &second, E));
+    ASSERT(first == second);
+    ASSERT_STREQ(js(first, "holder"), "");
+    json_decref(first);
+    json_decref(second);
+    test_rt_close(&t);
+}
+
 /* A run whose lease expired and whose agent was since taken by someone else (a chat turn) is
  * re-queued, but the newer holder keeps its lease. */
 TEST(recovery_leaves_a_newer_lease_alone)
@@ -1085,6 +1121,7 @@ int main(void)
     RUN(run_keys_and_thread_ids_are_deterministic);
     RUN(two_wakes_for_a_busy_agent_merge);
     RUN(lease_fencing_refuses_an_old_epoch);
+    RUN(the_lease_written_is_read_back_without_parsing);
     RUN(recovery_requeues_started_runs_with_the_same_run_key);
     RUN(recovery_leaves_a_newer_lease_alone);
     RUN(a_recovered_user_turn_is_never_merged);
