@@ -302,6 +302,110 @@ TEST(messages_link_in_threads_and_spill_payloads)
     test_rt_close(&t);
 }
 
+/* The seven message kinds, each stored under its name (the kind is the row's second key, so
+ * an agent's messages of one kind are one indexed read) and read back as written; no other
+ * kind is accepted. proves: S0-084 */
+TEST(messages_are_of_the_seven_kinds_only)
+{
+    static const char *const names[] = {"observation", "user",    "thought", "action",
+                                        "toolResult",  "summary", "system"};
+    ASSERT_EQ(VG_ARRAY_LEN(names), VG_MSG_KIND_COUNT);
+    struct test_rt t;
+    test_rt_open(&t, "agent_message_kinds");
+    char id[37], thread[128], mid[VG_RECORD_ID_MAX];
+    create(&t, "kinds", id);
+    snprintf(thread, sizeof thread, "%s:session:kinds", id);
+    for (size_t i = 0; i < VG_ARRAY_LEN(names); i++) {
+        enum vg_message_kind k;
+        ASSERT_EQ(vg_message_kind_parse(names[i], &k), 0);
+        ASSERT_STREQ(vg_message_kind_name(k), names[i]);
+        struct vg_message_in in = {
+            .agent_id = id, .thread_id = thread, .kind = k, .content = names[i]};
+        ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+        json_t *msg = NULL;
+        ASSERT_OK(vg_message_get(t.env, mid, &msg, E));
+        ASSERT_STREQ(json_string_value(json_object_get(msg, "kind")), names[i]);
+        json_decref(msg);
+        struct vg_query q = {.kind = "message", .owner = id, .k2 = names[i]};
+        int64_t n = -1;
+        ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+        ASSERT_EQ(n, 1);
+    }
+    static const char *const others[] = {"assistant", "tool", "tool_result", "Summary", "", NULL};
+    for (size_t i = 0; i < VG_ARRAY_LEN(others); i++) {
+        enum vg_message_kind k = VG_MSG_USER;
+        ASSERT_EQ(vg_message_kind_parse(others[i], &k), -1);
+    }
+    struct vg_message_in bad = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_KIND_COUNT};
+    ASSERT_CODE(VIGIL_EINVAL, vg_message_append(t.env, &bad, NULL, NULL));
+    json_t *all = NULL;
+    ASSERT_OK(vg_message_latest(t.env, id, thread, 100, &all, E));
+    ASSERT_EQ(json_array_size(all), VG_MSG_KIND_COUNT);
+    json_decref(all);
+    test_rt_close(&t);
+}
+
+/* The body of the stored link (type, from, to), parsed (owned). */
+static json_t *link_body(struct test_rt *t, const char *type, const char *from, const char *to)
+{
+    char id[3 * VG_RECORD_ID_MAX];
+    ASSERT(snprintf(id, sizeof id, "%s|%s|%s", type, from, to) < VG_RECORD_ID_MAX);
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(t->env->store, "link", id, &r, E));
+    json_t *v = json_loads(r->body, 0, NULL);
+    vg_free(r);
+    ASSERT(v != NULL);
+    return v;
+}
+
+/* Every relation is a row of the one link kind, its relation in the row (type) and its context
+ * (a thread, a message) in the link's metadata; no relation has a kind of its own, and the same
+ * (type, from, to) added again stays one row. proves: S0-025 */
+TEST(links_of_every_relation_are_one_kind_with_their_context)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_link_kinds");
+    char id[37], thread[128], mid[VG_RECORD_ID_MAX];
+    create(&t, "links", id);
+    snprintf(thread, sizeof thread, "%s:session:links", id);
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_ACTION, .content = "act"};
+    ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+    int64_t kinds_before = -1;
+    struct vg_query every = {.kind = "link", .owner = id};
+    ASSERT_OK(vg_store_count(t.env->store, &every, &kinds_before, E));
+    static const char *const types[] = {"tool_effect", "agent_task", "report_source_span",
+                                        "depends_on"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(types); i++) {
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "relation", types[i], "thread_id", thread,
+                                 "message_id", mid);
+        ASSERT_OK(vg_link_add(t.env, id, types[i], mid, "task-42", meta, E));
+        ASSERT_OK(vg_link_add(t.env, id, types[i], mid, "task-42", meta, E)); /* once */
+        json_decref(meta);
+    }
+    int64_t links = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &every, &links, E));
+    ASSERT_EQ(links - kinds_before, (int64_t)VG_ARRAY_LEN(types));
+    for (size_t i = 0; i < VG_ARRAY_LEN(types); i++) {
+        json_t *b = link_body(&t, types[i], mid, "task-42");
+        ASSERT_STREQ(json_string_value(json_object_get(b, "type")), types[i]);
+        json_t *meta = json_object_get(b, "meta");
+        ASSERT_STREQ(json_string_value(json_object_get(meta, "thread_id")), thread);
+        ASSERT_STREQ(json_string_value(json_object_get(meta, "message_id")), mid);
+        json_decref(b);
+        struct vg_query own = {.kind = types[i]};
+        int64_t n = -1;
+        ASSERT_OK(vg_store_count(t.env->store, &own, &n, E));
+        ASSERT_EQ(n, 0);
+        json_t *targets = NULL;
+        ASSERT_OK(vg_link_targets(t.env, types[i], mid, &targets, E));
+        ASSERT_EQ(json_array_size(targets), 1);
+        ASSERT_STREQ(json_string_value(json_array_get(targets, 0)), "task-42");
+        json_decref(targets);
+    }
+    test_rt_close(&t);
+}
+
 /* The member's value of message id as compact text, and the message's row time (*at). */
 static char *member_of(struct test_rt *t, const char *id, const char *member, int64_t *at,
                        char created_at[32])
@@ -1093,6 +1197,8 @@ int main(void)
     RUN(state_revision_rejects_stale_writes);
     RUN(state_merge_at_any_revision_moves_the_revision_on);
     RUN(messages_link_in_threads_and_spill_payloads);
+    RUN(messages_are_of_the_seven_kinds_only);
+    RUN(links_of_every_relation_are_one_kind_with_their_context);
     RUN(report_and_head_move_together);
     RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);
