@@ -850,6 +850,104 @@ TEST(a_run_syncs_before_the_effect_and_at_close)
     test_rt_close(&t);
 }
 
+/* An executor that, at its second call, looks at the store through a connection of its own,
+ * which sees only what the run has committed: what a crash at that moment would leave. */
+struct looking {
+    struct vg_loop_executor x;
+    struct test_rt *t;
+    int calls;
+    int looked;
+};
+
+/* The tool call items of `tools` (run history JSON) as "name:status" pairs, each with its
+ * input, output and duration checked when it ended. */
+static void check_calls_so_far(const char *tools)
+{
+    json_t *v = json_loads(tools, 0, NULL);
+    ASSERT(v != NULL);
+    json_t *items = json_object_get(v, "items");
+    ASSERT_EQ(json_array_size(items), 2); /* the first call ended; the second in flight */
+    json_t *done = json_array_get(items, 0), *flying = json_array_get(items, 1);
+    ASSERT_STREQ(json_string_value(json_object_get(done, "name")), "echo");
+    ASSERT_STREQ(json_string_value(json_object_get(done, "status")), "succeeded");
+    ASSERT_CONTAINS(json_string_value(json_object_get(done, "input_preview")), "\"a\"");
+    ASSERT_CONTAINS(json_string_value(json_object_get(done, "output_preview")), "a");
+    ASSERT(json_is_integer(json_object_get(done, "duration_ms")));
+    ASSERT_STREQ(json_string_value(json_object_get(flying, "status")), "running");
+    ASSERT_CONTAINS(json_string_value(json_object_get(flying, "input_preview")), "\"b\"");
+    json_decref(v);
+}
+
+/* What another connection sees of the run at its second call's effect. */
+static void look_from_outside(struct looking *lk, const struct vg_loop_call_ctx *c)
+{
+    struct vg_store_options o = {.read_only = 1};
+    struct vg_store *other = NULL;
+    ASSERT_OK(vg_store_open(lk->t->path, &o, &other, E));
+    /* The thread: the first turn whole (its thought with the call, the action, the result),
+     * and the second turn's thought; the second call's result is not there yet. */
+    struct vg_query q = {.kind = "message", .owner = c->agent_id, .k1 = c->thread_id};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(other, &q, &n, E));
+    ASSERT(n >= 5); /* user, thought, action, toolResult, thought (+ the second action) */
+    q.k2 = "toolResult";
+    ASSERT_OK(vg_store_count(other, &q, &n, E));
+    ASSERT_EQ(n, 1);
+    q.k2 = "thought";
+    ASSERT_OK(vg_store_count(other, &q, &n, E));
+    ASSERT_EQ(n, 2);
+    char *tools = NULL;
+    ASSERT_OK(vg_journal_run_tools(other, c->run_id, NULL, 10, &tools, E));
+    check_calls_so_far(tools);
+    vg_free(tools);
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(other, c->run_id, &show, E));
+    ASSERT_CONTAINS(show, "\"model_calls\":2");
+    vg_free(show);
+    vg_store_close(other);
+    lk->looked = 1;
+}
+
+static vigil_code looking_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
+                               const char *name, const char *args, struct vg_loop_tool_outcome *out,
+                               vigil_error *err)
+{
+    struct looking *lk = self;
+    if (++lk->calls == 2)
+        look_from_outside(lk, c);
+    return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
+}
+
+/* Each model turn (its thought, with its text and the calls it asked for) and each tool call
+ * (name, input, output, duration, status) is committed as it happens, not at the run's end:
+ * while the second call is in flight another connection already reads the whole first turn
+ * and call and the second turn, so a crash then loses only that call. proves: S2-007 */
+TEST(turns_and_tool_calls_are_committed_as_they_happen)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_as_it_happens");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "as_it_happens",
+                 "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") ","
+                                                             "{\"response\":{\"text\":\"done\"}}]",
+                 0);
+    struct looking lk = {.t = &t};
+    lk.x.visible_tools = counting_visible;
+    lk.x.call = looking_call;
+    lk.x.self = &lk;
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = &lk.x;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(lk.looked, 1);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* An executor whose tool moves the agent's runtime state as something outside the run would. */
 struct moving {
     struct vg_loop_executor x;
@@ -1184,6 +1282,7 @@ int main(void)
     RUN(a_runs_writes_carry_its_agent_as_their_source);
     RUN(a_run_syncs_before_the_effect_and_at_close);
     RUN(a_close_keeps_what_moved_the_runtime_state_during_the_run);
+    RUN(turns_and_tool_calls_are_committed_as_they_happen);
     RUN(a_start_that_cannot_commit_starts_nothing);
     RUN(a_start_fenced_off_opens_no_run);
     RUN(a_run_without_a_model_id_its_provider_needs_starts_nothing);
