@@ -348,6 +348,9 @@ static int todo_agent(struct cli *c, const char *task)
                              .config_json = config};
     if (vigil_agent_create(c->rt, &spec, id, &err))
         return cli_fail(&err);
+    /* The task is what the agent relies on: `todo delete` finds its agents from it. */
+    if (vigil_source_ref_add(c->rt, id, "task", task, &err))
+        return cli_fail(&err);
     snprintf(spec_json, sizeof spec_json, "{\"id\":\"watch-%s\",\"tokens\":[\"%s\"]}", task, task);
     if (vigil_subscription_add(c->rt, id, spec_json, &sub, &err))
         return cli_fail(&err);
@@ -395,16 +398,22 @@ static int todo_rate(struct cli *c, int argc, char **argv)
                   0);
 }
 
-/* The task's agent (`vigil todo agent`'s, named "task TASK") turned dormant when its task is
- * deleted, before the change (so no wake of it acts on a task that is gone), and active again
- * when it comes back, before the change that wakes it to look at its task. Its report, memory
- * and history stay; an agent that is not there, or not in a state to change, is left as is. */
-static void task_agent_follow(struct cli *c, const char *task, int deleted)
+/* One agent relying on the task turned dormant when its task is deleted, before the change (so
+ * no wake of it acts on a task that is gone), and active again when it comes back, before the
+ * change that wakes it to look at its task. Its report, memory and history stay; an agent that
+ * is not there, or not in a state to change, is left as is. */
+static void task_agent_move(struct cli *c, const char *id, const char *task, int deleted)
 {
-    char name[128], reason[200];
+    char reason[200], *shown = NULL;
     vigil_error err = {0};
-    snprintf(name, sizeof name, "task %s", task);
-    const char *id = cli_agent(c, name);
+    if (vigil_agent_show(c->rt, id, &shown, &err))
+        return;
+    json_t *v = json_loads(shown, 0, NULL);
+    vigil_free(shown);
+    char name[256];
+    snprintf(name, sizeof name, "%s",
+             v ? json_string_value(json_object_get(json_object_get(v, "agent"), "name")) : id);
+    json_decref(v);
     snprintf(reason, sizeof reason, deleted ? "its task %s was deleted" : "its task %s is back",
              task);
     vigil_code rc = deleted ? vigil_agent_pause(c->rt, id, reason, &err)
@@ -416,6 +425,29 @@ static void task_agent_follow(struct cli *c, const char *task, int deleted)
     if (!rc)
         fprintf(stderr, "vigil: agent \"%s\" is %s: %s\n", name, deleted ? "dormant" : "active",
                 reason);
+}
+
+/* Every agent that relies on the task (its source references, `vigil todo agent`'s among them),
+ * and the agent named "task TASK" of a store written before source references. */
+static void task_agent_follow(struct cli *c, const char *task, int deleted)
+{
+    char name[128], *json = NULL;
+    vigil_error err = {0};
+    json_t *ids = NULL, *one;
+    size_t i;
+    if (!vigil_source_ref_agents(c->rt, "task", task, &json, &err))
+        ids = json_loads(json, 0, NULL);
+    vigil_free(json);
+    json_array_foreach (ids, i, one)
+        task_agent_move(c, json_string_value(one), task, deleted);
+    char named[64];
+    snprintf(name, sizeof name, "task %s", task);
+    int seen = !cli_agent_named(c, name, named);
+    json_array_foreach (ids, i, one)
+        seen |= !strcmp(json_string_value(one), named);
+    if (!seen)
+        task_agent_move(c, named, task, deleted);
+    json_decref(ids);
 }
 
 static int todo_delete_restore(struct cli *c, int argc, char **argv)

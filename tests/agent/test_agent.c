@@ -406,6 +406,115 @@ TEST(links_of_every_relation_are_one_kind_with_their_context)
     test_rt_close(&t);
 }
 
+/* A JSON array answer of the public API, as compact text. */
+static char *refs_text(char *json)
+{
+    json_t *v = json_loads(json, 0, NULL);
+    vigil_free(json);
+    ASSERT(json_is_array(v));
+    char *t = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    return t;
+}
+
+/* The source types of an agent's references, in order, joined by ",". */
+static void ref_ids(struct test_rt *t, const char *agent, const char *type, char *out, size_t n)
+{
+    char *json = NULL;
+    ASSERT_OK(vigil_source_refs(t->rt, agent, type, &json, E));
+    json_t *v = json_loads(json, 0, NULL);
+    vigil_free(json);
+    out[0] = '\0';
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *r = json_array_get(v, i);
+        ASSERT_STREQ(json_string_value(json_object_get(r, "agent_id")), agent);
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s%s:%s", i ? "," : "",
+                 json_string_value(json_object_get(r, "source_type")),
+                 json_string_value(json_object_get(r, "source_id")));
+    }
+    json_decref(v);
+}
+
+/* Source references: an agent records the host entities it relies on as (agent, source type,
+ * source id), once however often added; its references are listed (all, or of one type), the
+ * agents relying on one entity are found from the entity, a removal leaves a tombstone, and a
+ * deleted agent's references go with it. proves: S0-116 */
+TEST(source_references_name_the_host_entities_an_agent_relies_on)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_source_refs");
+    char a[37], b[37], got[512], *json = NULL;
+    create(&t, "refs-a", a);
+    create(&t, "refs-b", b);
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "task", "task-1", E));
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "calendar-event", "ev 7", E));
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "task", "task-2", E));
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "task", "task-1", E)); /* once */
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vigil_source_ref_add(t.rt, b, "task", "task-1", E));
+    ref_ids(&t, a, NULL, got, sizeof got);
+    ASSERT_STREQ(got, "task:task-1,calendar-event:ev 7,task:task-2");
+    ref_ids(&t, a, "task", got, sizeof got);
+    ASSERT_STREQ(got, "task:task-1,task:task-2");
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-1", &json, E));
+    char *text = refs_text(json), want[128];
+    snprintf(want, sizeof want, "[\"%s\",\"%s\"]", a, b);
+    ASSERT_STREQ(text, want);
+    free(text);
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-9", &json, E));
+    text = refs_text(json);
+    ASSERT_STREQ(text, "[]");
+    free(text);
+
+    /* What is no source reference is refused. */
+    ASSERT_CODE(VIGIL_EINVAL, vigil_source_ref_add(t.rt, a, "Task", "task-1", NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_source_ref_add(t.rt, a, "task", "", NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_source_ref_add(t.rt, a, "task", "a\nb", NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_source_ref_add(t.rt, "01a20685-48a5-705c-bfd4-89c42b9f4382",
+                                                      "task", "task-1", NULL));
+
+    /* Removed: a tombstone says so, and removing it again does nothing. */
+    ASSERT_OK(vigil_source_ref_remove(t.rt, a, "task", "task-1", E));
+    ASSERT_OK(vigil_source_ref_remove(t.rt, a, "task", "task-1", E));
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-1", &json, E));
+    text = refs_text(json);
+    snprintf(want, sizeof want, "[\"%s\"]", b);
+    ASSERT_STREQ(text, want);
+    free(text);
+    struct vg_query tq = {.kind = "tombstone", .owner = a, .k1 = "source_ref"};
+    int64_t tombs = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &tq, &tombs, E));
+    ASSERT_EQ(tombs, 1);
+
+    /* A destroyed agent takes none; deleted, its references go with it. */
+    ASSERT_OK(vigil_agent_destroy(t.rt, a, "done", E));
+    ASSERT_CODE(VIGIL_ESTATE, vigil_source_ref_add(t.rt, a, "task", "task-3", NULL));
+    ASSERT_OK(vg_agent_delete(t.env, a, E));
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-2", &json, E));
+    text = refs_text(json);
+    ASSERT_STREQ(text, "[]");
+    free(text);
+    struct vg_query all = {.kind = "source_ref"};
+    int64_t left = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &all, &left, E));
+    ASSERT_EQ(left, 1); /* b's */
+
+    /* An agent moved to another store takes its references along. */
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.moved", t.path);
+    ASSERT_OK(vigil_journal_export(t.rt, b, dir, NULL, E));
+    struct test_rt there;
+    test_rt_open(&there, "agent_source_refs_moved");
+    ASSERT_OK(vigil_journal_import(there.rt, b, dir, NULL, E));
+    ref_ids(&there, b, NULL, got, sizeof got);
+    ASSERT_STREQ(got, "task:task-1");
+    test_rt_close(&there);
+    test_rt_close(&t);
+}
+
 /* The member's value of message id as compact text, and the message's row time (*at). */
 static char *member_of(struct test_rt *t, const char *id, const char *member, int64_t *at,
                        char created_at[32])
@@ -1199,6 +1308,7 @@ int main(void)
     RUN(messages_link_in_threads_and_spill_payloads);
     RUN(messages_are_of_the_seven_kinds_only);
     RUN(links_of_every_relation_are_one_kind_with_their_context);
+    RUN(source_references_name_the_host_entities_an_agent_relies_on);
     RUN(report_and_head_move_together);
     RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);
