@@ -26,8 +26,7 @@ static int source_type_valid(const char *t)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = t[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
             return 0;
     }
     return 1;
@@ -80,8 +79,8 @@ vigil_code vg_source_ref_add(struct vg_env *env, const char *agent_id, const cha
     ref_keys(agent_id, type, source_id, id, k2);
     int64_t now = vg_env_now(env);
     vg_time_format_ms(at, now);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:i}", "agent_id", agent_id, "source_type",
-                             type, "source_id", source_id, "created_at", at, "schema_version", 1);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:i}", "agent_id", agent_id, "source_type", type,
+                             "source_id", source_id, "created_at", at, "schema_version", 1);
     if (!body)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a source reference");
     if ((rc = vg_store_begin(env->store, err)))
@@ -90,8 +89,8 @@ vigil_code vg_source_ref_add(struct vg_env *env, const char *agent_id, const cha
     if (!rc && lc == VIGIL_LIFECYCLE_DESTROYED)
         rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is destroyed", agent_id);
     if (!rc)
-        rc = vg_env_put_json(env, "source_ref", id, agent_id, type, k2, now, body,
-                             VG_PUT_IF_ABSENT, err);
+        rc = vg_env_put_json(env, "source_ref", id, agent_id, type, k2, now, body, VG_PUT_IF_ABSENT,
+                             err);
     rc = vg_store_end(env->store, rc, err);
 out:
     json_decref(body);
@@ -149,8 +148,8 @@ static int refs_cb(void *user, const struct vg_record *r)
     return c->failed;
 }
 
-static vigil_code refs_scan(struct vg_env *env, struct vg_query *q, const char *field,
-                            json_t **out, vigil_error *err)
+static vigil_code refs_scan(struct vg_env *env, struct vg_query *q, const char *field, json_t **out,
+                            vigil_error *err)
 {
     struct refs_ctx c = {json_array(), field, 0};
     if (!c.out)

@@ -14,9 +14,8 @@ vigil_code vigil_source_ref_add(vigil_runtime *rt, const char *agent_id, const c
     return rc ? rc : vg_source_ref_add(&rt->env, agent_id, source_type, source_id, err);
 }
 
-vigil_code vigil_source_ref_remove(vigil_runtime *rt, const char *agent_id,
-                                   const char *source_type, const char *source_id,
-                                   vigil_error *err)
+vigil_code vigil_source_ref_remove(vigil_runtime *rt, const char *agent_id, const char *source_type,
+                                   const char *source_id, vigil_error *err)
 {
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     return rc ? rc : vg_source_ref_remove(&rt->env, agent_id, source_type, source_id, err);
