@@ -515,6 +515,72 @@ TEST(source_references_name_the_host_entities_an_agent_relies_on)
     test_rt_close(&t);
 }
 
+struct immutable_check {
+    int seen;
+};
+
+/* An immutable record was written once: revision 1, and its row's time, the time of its last
+ * write, is its creation time. Pointer links (kind "pointer" in their body) are the mutable
+ * exception among links. */
+static int written_once_cb(void *user, const struct vg_record *r)
+{
+    struct immutable_check *c = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b != NULL);
+    const char *pk = json_string_value(json_object_get(b, "kind"));
+    if (!(strcmp(r->kind, "link") == 0 && pk && strcmp(pk, "pointer") == 0)) {
+        c->seen++;
+        if (r->rev != 1)
+            TEST_FAIL_("%s %s was rewritten: revision %lld", r->kind, r->id, (long long)r->rev);
+        const char *created = json_string_value(json_object_get(b, "created_at"));
+        int64_t ms = 0;
+        if (created) {
+            ASSERT_EQ(vg_time_parse_ms(created, &ms), 0);
+            if (ms != r->at)
+                TEST_FAIL_("%s %s: updated at %lld, created at %lld", r->kind, r->id,
+                           (long long)r->at, (long long)ms);
+        }
+    }
+    json_decref(b);
+    return 0;
+}
+
+/* Immutable records (messages and their payloads, reports, links) keep the time they were
+ * created as the time they were last written, while the heads that point at them move: nothing
+ * rewrites them. proves: S3-026 */
+TEST(immutable_records_are_updated_when_created)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_immutable");
+    char id[37], thread[128], mid[VG_RECORD_ID_MAX];
+    create(&t, "immutable", id);
+    snprintf(thread, sizeof thread, "%s:session:imm", id);
+    char *big = vg_malloc(6000);
+    memset(big, 'y', 5999);
+    big[5999] = '\0';
+    for (int i = 0; i < 4; i++) {
+        struct vg_message_in in = {.agent_id = id,
+                                   .thread_id = thread,
+                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                   .content = i == 1 ? big : "short"};
+        ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+        ASSERT_OK(
+            vg_report_set(t.env, id, "current", i % 2 ? "# odd" : "# even", mid, mid, NULL, E));
+        ASSERT_OK(vg_link_add(t.env, id, "tool_effect", mid, "task-1", NULL, E));
+        ASSERT_OK(vg_link_add(t.env, id, "tool_effect", mid, "task-1", NULL, E));
+        vg_test_clock_advance(&t.clock, 1000);
+    }
+    vg_free(big);
+    static const char *const kinds[] = {"message", "message_payload", "report", "link"};
+    struct immutable_check c = {0};
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        struct vg_query q = {.kind = kinds[i], .owner = id};
+        ASSERT_OK(vg_store_scan(t.env->store, &q, written_once_cb, &c, E));
+    }
+    ASSERT(c.seen >= 4 + 1 + 4 + 4 + 4); /* with the reports' source spans */
+    test_rt_close(&t);
+}
+
 /* The member's value of message id as compact text, and the message's row time (*at). */
 static char *member_of(struct test_rt *t, const char *id, const char *member, int64_t *at,
                        char created_at[32])
@@ -1309,6 +1375,7 @@ int main(void)
     RUN(messages_are_of_the_seven_kinds_only);
     RUN(links_of_every_relation_are_one_kind_with_their_context);
     RUN(source_references_name_the_host_entities_an_agent_relies_on);
+    RUN(immutable_records_are_updated_when_created);
     RUN(report_and_head_move_together);
     RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);
