@@ -9,6 +9,7 @@
 #include "agent/agent.h"
 #include "base/json.h"
 #include "journal/journal.h"
+#include "journal/journal_int.h"
 #include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "model/model.h"
@@ -163,6 +164,77 @@ TEST(reply_without_tools_completes)
     json_decref(msgs);
     completed_and_active(&t, r.run_id, id);
     vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* A run's journal records as "type[:detail]" joined by ",", in sequence (into out). */
+struct journal_types {
+    char text[2048];
+};
+
+static int journal_type_cb(void *user, const struct vg_record *r)
+{
+    struct journal_types *jt = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b != NULL);
+    const char *type = json_string_value(json_object_get(b, "type"));
+    const char *detail = json_string_value(json_object_get(b, "source"));
+    if (!strcmp(type, "message.delivery"))
+        detail = json_string_value(json_object_get(b, "status"));
+    if (!strcmp(type, "state.changed"))
+        detail = json_string_value(json_object_get(b, "lifecycle"));
+    size_t n = strlen(jt->text);
+    snprintf(jt->text + n, sizeof jt->text - n, "%s%s%s%s", n ? "," : "", type, detail ? ":" : "",
+             detail ? detail : "");
+    json_decref(b);
+    return 0;
+}
+
+/* The operator's message path of a run: the input is validated, accepted (message.accepted,
+ * from the operator, changing the context), appended to the thread, then its delivery recorded,
+ * and only then the state records; an input that is not a valid message starts nothing.
+ * proves: S1-041 */
+TEST(an_operators_input_is_accepted_appended_then_delivered)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_message_path");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "path", "[{\"response\":{\"text\":\"hi there\"}}]", 0);
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    struct journal_types jt = {{0}};
+    struct vg_query q = {.kind = "journal", .owner = id, .k1 = r.run_id};
+    ASSERT_OK(vg_journal_scan(t.env->store, &q, journal_type_cb, &jt, E));
+    ASSERT_STREQ(jt.text, "journal.header,message.accepted:operator,message.delivery:delivered,"
+                          "activity.updated,observation.recorded:provider-output,"
+                          "state.changed:completed");
+    /* The context it changed: the thread's first message is the input, of this run. */
+    json_t *msgs = thread_messages(&t, id, thread);
+    json_t *first = json_array_get(msgs, 0);
+    ASSERT_STREQ(kind_at(msgs, 0), "user");
+    ASSERT_STREQ(json_string_value(json_object_get(first, "content")), "hello");
+    ASSERT_STREQ(json_string_value(json_object_get(first, "run_id")), r.run_id);
+    json_decref(msgs);
+    char *accepted = NULL;
+    ASSERT_OK(vg_journal_run_messages(t.env->store, r.run_id, NULL, 10, &accepted, E));
+    ASSERT_CONTAINS(accepted, "\"role\":\"operator\"");
+    vg_free(accepted);
+    vg_loop_result_release(&r);
+    /* An input that is no valid message (not UTF-8) is refused before anything is journaled. */
+    int64_t runs_before = -1, runs_after = -1;
+    struct vg_query runs = {.kind = "run", .owner = id};
+    ASSERT_OK(vg_store_count(t.env->store, &runs, &runs_before, E));
+    in = base_input(id, thread, m, "bad \xff input");
+    in.run_key = "bad";
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_loop_run(t.env, &in, &r, &err));
+    ASSERT_CONTAINS(err.message, "not valid UTF-8");
+    vg_loop_result_release(&r);
+    ASSERT_OK(vg_store_count(t.env->store, &runs, &runs_after, E));
+    ASSERT_EQ(runs_after, runs_before);
     vg_model_free(m);
     test_rt_close(&t);
 }
@@ -1264,6 +1336,7 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
     RUN(reply_without_tools_completes);
+    RUN(an_operators_input_is_accepted_appended_then_delivered);
     RUN(the_echo_tool_answers_as_jansson_would);
     RUN(tool_round_trip_with_parallel_calls);
     RUN(max_tool_rounds_soft_stop);
