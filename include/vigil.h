@@ -253,6 +253,35 @@ VIGIL_API vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/* ---- source references (docs/storage.md, "Source references") ----------------------------- */
+
+/*
+ * The host entities an agent relies on, kept in the agent store as (agent, source type, source
+ * id) and nothing more of the entity: source_type is 1 to 64 of a-z, 0-9, _, - and . (such as
+ * "task"); source_id is the host's id, 1 to 200 bytes without control characters (EINVAL
+ * otherwise). A host asks vigil_source_ref_agents which agents rely on an entity before it
+ * changes or deletes it. Adding a reference twice keeps one; removing one that is not there
+ * does nothing. Errors: ENOTFOUND (no such agent), ESTATE (adding to a destroyed agent).
+ * A hard-deleted agent's references go with it.
+ */
+VIGIL_API vigil_code vigil_source_ref_add(vigil_runtime *rt, const char *agent_id,
+                                          const char *source_type, const char *source_id,
+                                          vigil_error *err);
+VIGIL_API vigil_code vigil_source_ref_remove(vigil_runtime *rt, const char *agent_id,
+                                             const char *source_type, const char *source_id,
+                                             vigil_error *err);
+/* An agent's references (of source_type; NULL: every type), oldest first, as a JSON array of
+ * {agent_id, source_type, source_id, created_at, schema_version}. *out_json is owned; free it
+ * with vigil_free. */
+VIGIL_API vigil_code vigil_source_refs(vigil_runtime *rt, const char *agent_id,
+                                       const char *source_type, char **out_json, vigil_error *err);
+/* The ids of the agents relying on one host entity, as a JSON array of strings, oldest
+ * reference first (an empty array when none does). *out_json is owned; free it with
+ * vigil_free. */
+VIGIL_API vigil_code vigil_source_ref_agents(vigil_runtime *rt, const char *source_type,
+                                             const char *source_id, char **out_json,
+                                             vigil_error *err);
+
 /* ---- the task graph (docs/orchestration.md) ------------------------------------------------ */
 
 /* A new task (title 1..2000 bytes; kind: the kind of agent it goes to, NULL: any) that blocks

@@ -18,6 +18,7 @@
  *   report         id=uuid       owner=agent  k1=scope        seq=report no. per agent
  *   link           id=see below  owner=agent  k1=type:from    k2=type:to      seq=created ms
  *   tombstone      id=kind:id    owner=agent  k1=kind         k2=id
+ *   source_ref     id=agent|type|source id  owner=agent  k1=type  k2=type:source id  seq=ms
  * Pointer links (agent_state, agent_head_message per thread, agent_report_head per scope) have
  * stable ids and are updated in place; the other link types are immutable.
  */
@@ -323,6 +324,26 @@ vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char 
 /* Soft delete of a link: marks it deleted and writes a tombstone record (for sync). */
 vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
                           const char *from, const char *to, vigil_error *err);
+
+/* ---- source references (source_ref.c) --------------------------------------------------- */
+
+/*
+ * The host entities an agent relies on, each as (agent, source type, source id): the type 1 to
+ * 64 of a-z, 0-9, _, - and .; the id 1 to 200 bytes without control characters (EINVAL
+ * otherwise). Adding one twice stores it once; ESTATE for a destroyed agent. Removing one that
+ * is not there does nothing; removing one leaves a tombstone.
+ */
+vigil_code vg_source_ref_add(struct vg_env *env, const char *agent_id, const char *type,
+                             const char *source_id, vigil_error *err);
+vigil_code vg_source_ref_remove(struct vg_env *env, const char *agent_id, const char *type,
+                                const char *source_id, vigil_error *err);
+/* An agent's references (of one type; NULL: every type), oldest first, as an array of
+ * {agent_id, source_type, source_id, created_at, schema_version} (*out owned). */
+vigil_code vg_source_refs(struct vg_env *env, const char *agent_id, const char *type, json_t **out,
+                          vigil_error *err);
+/* The ids of the agents that rely on one host entity, oldest reference first (*out owned). */
+vigil_code vg_source_ref_agents(struct vg_env *env, const char *type, const char *source_id,
+                                json_t **out, vigil_error *err);
 
 /* ---- replay property ------------------------------------------------------------------------ */
 

@@ -38,6 +38,18 @@ static size_t utf8_len(const unsigned char *p)
     return 0;
 }
 
+int vg_utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_len(p);
+        if (!n)
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
 /* The end of the run from p that JSON copies as it is: no control character (NUL included),
  * no quote, no backslash, nothing past ASCII. Sixteen bytes at a time with SSE2 (every x86-64
  * has it), else eight at a time while none of them is one of those (the classic "has a byte

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+/* 1 when s (NUL-terminated) is valid UTF-8, as jansson requires of every string it makes. */
+int vg_utf8_valid(const char *s);
 /* Append s as a JSON string literal (quotes included). Invalid UTF-8 becomes U+FFFD, so the
  * output always parses. NULL appends null. */
 void vg_json_put_string(struct vg_buf *b, const char *s);

@@ -603,6 +603,9 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
 static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *in,
                                struct vg_run *run, vigil_error *err)
 {
+    /* jansson makes no string of other bytes: refused as what it is, not as out of memory. */
+    if (in->input && !vg_utf8_valid(in->input))
+        return VG_FAIL(err, VIGIL_EINVAL, "the input is not valid UTF-8");
     json_t *payload = json_pack("{s:s}", "text", in->input);
     char *ptext = payload ? vg_json_dump(payload, 0) : NULL;
     json_decref(payload);

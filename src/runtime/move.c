@@ -36,7 +36,7 @@ static const char *const MOVED_KINDS[] = {
     "agent",        "agent_state",  "agent_change",      "message",        "message_payload",
     "report",       "link",         "tombstone",         "memory_block",   "memory_vector",
     "memory_event", "memory_meta",  "memory_embed_todo", "memory_pending", "operation",
-    "loop_thread",  "budget_usage",
+    "loop_thread",  "budget_usage", "source_ref",
 };
 
 static const char *jstr(const json_t *o, const char *key)

@@ -89,7 +89,8 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
                              .prompt = prompt,
                              .config_json = config};
     vigil_code rc = vigil_agent_create(rt, &spec, id, err);
-    if (rc)
+    /* The task is what the agent relies on: a deletion finds its agents from it. */
+    if (rc || (rc = vigil_source_ref_add(rt, id, "task", task_id, err)))
         return rc;
     snprintf(spec_json, sizeof spec_json, "{\"id\":\"watch-%s\",\"tokens\":[\"%s\"]}", task_id,
              task_id);
@@ -114,25 +115,44 @@ static void note_agent(json_t *notes, const char *id, const char *task_id, const
                                           "lifecycle", lifecycle, "reason", reason));
 }
 
-/* The task's agent, if it has one, turned dormant (retire) or active again, with the reason.
- * An agent not in a state to change is left as is. */
-static vigil_code move_agent(vigil_runtime *rt, const char *task_id, int retire, const char *why,
-                             json_t *notes, int *found, vigil_error *err)
+/* One agent turned dormant (retire) or active again, with the reason. An agent not in a state
+ * to change is left as is. */
+static void move_one(vigil_runtime *rt, const char *id, const char *task_id, int retire,
+                     const char *reason, json_t *notes)
 {
-    char id[64], reason[256];
     vigil_error ignored = {0};
-    vigil_code rc = vg_todo_agent_find(rt, task_id, id, found, err);
-    if (rc || !*found)
-        return rc;
-    snprintf(reason, sizeof reason, "its task %s %s", task_id, why);
-    rc = retire ? vigil_agent_pause(rt, id, reason, &ignored)
-                : vigil_agent_resume(rt, id, reason, &ignored);
+    vigil_code rc = retire ? vigil_agent_pause(rt, id, reason, &ignored)
+                           : vigil_agent_resume(rt, id, reason, &ignored);
     /* A task agent that never ran is still `created`, which turns dormant only through active
      * (the lifecycle's diagram): that step is taken first. */
     if (retire && rc == VIGIL_ESTATE && !vigil_agent_resume(rt, id, reason, &ignored))
         rc = vigil_agent_pause(rt, id, reason, &ignored);
     if (!rc)
         note_agent(notes, id, task_id, retire ? "dormant" : "active", reason);
+}
+
+/* The task's agent, if it has one, and every other agent relying on the task (its source
+ * references: an agent a program gave a reference to it), turned dormant or active again. */
+static vigil_code move_agent(vigil_runtime *rt, const char *task_id, int retire, const char *why,
+                             json_t *notes, int *found, vigil_error *err)
+{
+    char id[64], reason[256], *text = NULL;
+    vigil_error ignored = {0};
+    vigil_code rc = vg_todo_agent_find(rt, task_id, id, found, err);
+    if (rc)
+        return rc;
+    snprintf(reason, sizeof reason, "its task %s %s", task_id, why);
+    if (*found)
+        move_one(rt, id, task_id, retire, reason, notes);
+    json_t *ids = NULL, *one;
+    size_t i;
+    if (!vigil_source_ref_agents(rt, "task", task_id, &text, &ignored))
+        ids = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_array_foreach (ids, i, one)
+        if (json_is_string(one) && !(*found && !strcmp(json_string_value(one), id)))
+            move_one(rt, json_string_value(one), task_id, retire, reason, notes);
+    json_decref(ids);
     return VIGIL_OK;
 }
 

@@ -302,6 +302,285 @@ TEST(messages_link_in_threads_and_spill_payloads)
     test_rt_close(&t);
 }
 
+/* The seven message kinds, each stored under its name (the kind is the row's second key, so
+ * an agent's messages of one kind are one indexed read) and read back as written; no other
+ * kind is accepted. proves: S0-084 */
+TEST(messages_are_of_the_seven_kinds_only)
+{
+    static const char *const names[] = {"observation", "user",    "thought", "action",
+                                        "toolResult",  "summary", "system"};
+    ASSERT_EQ(VG_ARRAY_LEN(names), VG_MSG_KIND_COUNT);
+    struct test_rt t;
+    test_rt_open(&t, "agent_message_kinds");
+    char id[37], thread[128], mid[VG_RECORD_ID_MAX];
+    create(&t, "kinds", id);
+    snprintf(thread, sizeof thread, "%s:session:kinds", id);
+    for (size_t i = 0; i < VG_ARRAY_LEN(names); i++) {
+        enum vg_message_kind k;
+        ASSERT_EQ(vg_message_kind_parse(names[i], &k), 0);
+        ASSERT_STREQ(vg_message_kind_name(k), names[i]);
+        struct vg_message_in in = {
+            .agent_id = id, .thread_id = thread, .kind = k, .content = names[i]};
+        ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+        json_t *msg = NULL;
+        ASSERT_OK(vg_message_get(t.env, mid, &msg, E));
+        ASSERT_STREQ(json_string_value(json_object_get(msg, "kind")), names[i]);
+        json_decref(msg);
+        struct vg_query q = {.kind = "message", .owner = id, .k2 = names[i]};
+        int64_t n = -1;
+        ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+        ASSERT_EQ(n, 1);
+    }
+    static const char *const others[] = {"assistant", "tool", "tool_result", "Summary", "", NULL};
+    for (size_t i = 0; i < VG_ARRAY_LEN(others); i++) {
+        enum vg_message_kind k = VG_MSG_USER;
+        ASSERT_EQ(vg_message_kind_parse(others[i], &k), -1);
+    }
+    struct vg_message_in bad = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_KIND_COUNT};
+    ASSERT_CODE(VIGIL_EINVAL, vg_message_append(t.env, &bad, NULL, NULL));
+    json_t *all = NULL;
+    ASSERT_OK(vg_message_latest(t.env, id, thread, 100, &all, E));
+    ASSERT_EQ(json_array_size(all), VG_MSG_KIND_COUNT);
+    json_decref(all);
+    test_rt_close(&t);
+}
+
+/* The body of the stored link (type, from, to), parsed (owned). */
+static json_t *link_body(struct test_rt *t, const char *type, const char *from, const char *to)
+{
+    char id[3 * VG_RECORD_ID_MAX];
+    ASSERT(snprintf(id, sizeof id, "%s|%s|%s", type, from, to) < VG_RECORD_ID_MAX);
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(t->env->store, "link", id, &r, E));
+    json_t *v = json_loads(r->body, 0, NULL);
+    vg_free(r);
+    ASSERT(v != NULL);
+    return v;
+}
+
+/* Every relation is a row of the one link kind, its relation in the row (type) and its context
+ * (a thread, a message) in the link's metadata; no relation has a kind of its own, and the same
+ * (type, from, to) added again stays one row. proves: S0-025 */
+TEST(links_of_every_relation_are_one_kind_with_their_context)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_link_kinds");
+    char id[37], thread[128], mid[VG_RECORD_ID_MAX];
+    create(&t, "links", id);
+    snprintf(thread, sizeof thread, "%s:session:links", id);
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_ACTION, .content = "act"};
+    ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+    int64_t kinds_before = -1;
+    struct vg_query every = {.kind = "link", .owner = id};
+    ASSERT_OK(vg_store_count(t.env->store, &every, &kinds_before, E));
+    static const char *const types[] = {"tool_effect", "agent_task", "report_source_span",
+                                        "depends_on"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(types); i++) {
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "relation", types[i], "thread_id", thread,
+                                 "message_id", mid);
+        ASSERT_OK(vg_link_add(t.env, id, types[i], mid, "task-42", meta, E));
+        ASSERT_OK(vg_link_add(t.env, id, types[i], mid, "task-42", meta, E)); /* once */
+        json_decref(meta);
+    }
+    int64_t links = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &every, &links, E));
+    ASSERT_EQ(links - kinds_before, (int64_t)VG_ARRAY_LEN(types));
+    for (size_t i = 0; i < VG_ARRAY_LEN(types); i++) {
+        json_t *b = link_body(&t, types[i], mid, "task-42");
+        ASSERT_STREQ(json_string_value(json_object_get(b, "type")), types[i]);
+        json_t *meta = json_object_get(b, "meta");
+        ASSERT_STREQ(json_string_value(json_object_get(meta, "thread_id")), thread);
+        ASSERT_STREQ(json_string_value(json_object_get(meta, "message_id")), mid);
+        json_decref(b);
+        struct vg_query own = {.kind = types[i]};
+        int64_t n = -1;
+        ASSERT_OK(vg_store_count(t.env->store, &own, &n, E));
+        ASSERT_EQ(n, 0);
+        json_t *targets = NULL;
+        ASSERT_OK(vg_link_targets(t.env, types[i], mid, &targets, E));
+        ASSERT_EQ(json_array_size(targets), 1);
+        ASSERT_STREQ(json_string_value(json_array_get(targets, 0)), "task-42");
+        json_decref(targets);
+    }
+    test_rt_close(&t);
+}
+
+/* A JSON array answer of the public API, as compact text. */
+static char *refs_text(char *json)
+{
+    json_t *v = json_loads(json, 0, NULL);
+    vigil_free(json);
+    ASSERT(json_is_array(v));
+    char *t = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    return t;
+}
+
+/* The source types of an agent's references, in order, joined by ",". */
+static void ref_ids(struct test_rt *t, const char *agent, const char *type, char *out, size_t n)
+{
+    char *json = NULL;
+    ASSERT_OK(vigil_source_refs(t->rt, agent, type, &json, E));
+    json_t *v = json_loads(json, 0, NULL);
+    vigil_free(json);
+    out[0] = '\0';
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *r = json_array_get(v, i);
+        ASSERT_STREQ(json_string_value(json_object_get(r, "agent_id")), agent);
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s%s:%s", i ? "," : "",
+                 json_string_value(json_object_get(r, "source_type")),
+                 json_string_value(json_object_get(r, "source_id")));
+    }
+    json_decref(v);
+}
+
+/* Source references: an agent records the host entities it relies on as (agent, source type,
+ * source id), once however often added; its references are listed (all, or of one type), the
+ * agents relying on one entity are found from the entity, a removal leaves a tombstone, and a
+ * deleted agent's references go with it. proves: S0-116 */
+TEST(source_references_name_the_host_entities_an_agent_relies_on)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_source_refs");
+    char a[37], b[37], got[512], *json = NULL;
+    create(&t, "refs-a", a);
+    create(&t, "refs-b", b);
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "task", "task-1", E));
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "calendar-event", "ev 7", E));
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "task", "task-2", E));
+    ASSERT_OK(vigil_source_ref_add(t.rt, a, "task", "task-1", E)); /* once */
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vigil_source_ref_add(t.rt, b, "task", "task-1", E));
+    ref_ids(&t, a, NULL, got, sizeof got);
+    ASSERT_STREQ(got, "task:task-1,calendar-event:ev 7,task:task-2");
+    ref_ids(&t, a, "task", got, sizeof got);
+    ASSERT_STREQ(got, "task:task-1,task:task-2");
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-1", &json, E));
+    char *text = refs_text(json), want[128];
+    snprintf(want, sizeof want, "[\"%s\",\"%s\"]", a, b);
+    ASSERT_STREQ(text, want);
+    free(text);
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-9", &json, E));
+    text = refs_text(json);
+    ASSERT_STREQ(text, "[]");
+    free(text);
+
+    /* What is no source reference is refused. */
+    ASSERT_CODE(VIGIL_EINVAL, vigil_source_ref_add(t.rt, a, "Task", "task-1", NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_source_ref_add(t.rt, a, "task", "", NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_source_ref_add(t.rt, a, "task", "a\nb", NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_source_ref_add(t.rt, "01a20685-48a5-705c-bfd4-89c42b9f4382",
+                                                      "task", "task-1", NULL));
+
+    /* Removed: a tombstone says so, and removing it again does nothing. */
+    ASSERT_OK(vigil_source_ref_remove(t.rt, a, "task", "task-1", E));
+    ASSERT_OK(vigil_source_ref_remove(t.rt, a, "task", "task-1", E));
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-1", &json, E));
+    text = refs_text(json);
+    snprintf(want, sizeof want, "[\"%s\"]", b);
+    ASSERT_STREQ(text, want);
+    free(text);
+    struct vg_query tq = {.kind = "tombstone", .owner = a, .k1 = "source_ref"};
+    int64_t tombs = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &tq, &tombs, E));
+    ASSERT_EQ(tombs, 1);
+
+    /* A destroyed agent takes none; deleted, its references go with it. */
+    ASSERT_OK(vigil_agent_destroy(t.rt, a, "done", E));
+    ASSERT_CODE(VIGIL_ESTATE, vigil_source_ref_add(t.rt, a, "task", "task-3", NULL));
+    ASSERT_OK(vg_agent_delete(t.env, a, E));
+    ASSERT_OK(vigil_source_ref_agents(t.rt, "task", "task-2", &json, E));
+    text = refs_text(json);
+    ASSERT_STREQ(text, "[]");
+    free(text);
+    struct vg_query all = {.kind = "source_ref"};
+    int64_t left = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &all, &left, E));
+    ASSERT_EQ(left, 1); /* b's */
+
+    /* An agent moved to another store takes its references along. */
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.moved", t.path);
+    ASSERT_OK(vigil_journal_export(t.rt, b, dir, NULL, E));
+    struct test_rt there;
+    test_rt_open(&there, "agent_source_refs_moved");
+    ASSERT_OK(vigil_journal_import(there.rt, b, dir, NULL, E));
+    ref_ids(&there, b, NULL, got, sizeof got);
+    ASSERT_STREQ(got, "task:task-1");
+    test_rt_close(&there);
+    test_rt_close(&t);
+}
+
+struct immutable_check {
+    int seen;
+};
+
+/* An immutable record was written once: revision 1, and its row's time, the time of its last
+ * write, is its creation time. Pointer links (kind "pointer" in their body) are the mutable
+ * exception among links. */
+static int written_once_cb(void *user, const struct vg_record *r)
+{
+    struct immutable_check *c = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b != NULL);
+    const char *pk = json_string_value(json_object_get(b, "kind"));
+    if (!(strcmp(r->kind, "link") == 0 && pk && strcmp(pk, "pointer") == 0)) {
+        c->seen++;
+        if (r->rev != 1)
+            TEST_FAIL_("%s %s was rewritten: revision %lld", r->kind, r->id, (long long)r->rev);
+        const char *created = json_string_value(json_object_get(b, "created_at"));
+        int64_t ms = 0;
+        if (created) {
+            ASSERT_EQ(vg_time_parse_ms(created, &ms), 0);
+            if (ms != r->at)
+                TEST_FAIL_("%s %s: updated at %lld, created at %lld", r->kind, r->id,
+                           (long long)r->at, (long long)ms);
+        }
+    }
+    json_decref(b);
+    return 0;
+}
+
+/* Immutable records (messages and their payloads, reports, links) keep the time they were
+ * created as the time they were last written, while the heads that point at them move: nothing
+ * rewrites them. proves: S3-026 */
+TEST(immutable_records_are_updated_when_created)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_immutable");
+    char id[37], thread[128], mid[VG_RECORD_ID_MAX];
+    create(&t, "immutable", id);
+    snprintf(thread, sizeof thread, "%s:session:imm", id);
+    char *big = vg_malloc(6000);
+    memset(big, 'y', 5999);
+    big[5999] = '\0';
+    for (int i = 0; i < 4; i++) {
+        struct vg_message_in in = {.agent_id = id,
+                                   .thread_id = thread,
+                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                   .content = i == 1 ? big : "short"};
+        ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+        ASSERT_OK(
+            vg_report_set(t.env, id, "current", i % 2 ? "# odd" : "# even", mid, mid, NULL, E));
+        ASSERT_OK(vg_link_add(t.env, id, "tool_effect", mid, "task-1", NULL, E));
+        ASSERT_OK(vg_link_add(t.env, id, "tool_effect", mid, "task-1", NULL, E));
+        vg_test_clock_advance(&t.clock, 1000);
+    }
+    vg_free(big);
+    static const char *const kinds[] = {"message", "message_payload", "report", "link"};
+    struct immutable_check c = {0};
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        struct vg_query q = {.kind = kinds[i], .owner = id};
+        ASSERT_OK(vg_store_scan(t.env->store, &q, written_once_cb, &c, E));
+    }
+    ASSERT(c.seen >= 4 + 1 + 4 + 4 + 4); /* with the reports' source spans */
+    test_rt_close(&t);
+}
+
 /* The member's value of message id as compact text, and the message's row time (*at). */
 static char *member_of(struct test_rt *t, const char *id, const char *member, int64_t *at,
                        char created_at[32])
@@ -1093,6 +1372,10 @@ int main(void)
     RUN(state_revision_rejects_stale_writes);
     RUN(state_merge_at_any_revision_moves_the_revision_on);
     RUN(messages_link_in_threads_and_spill_payloads);
+    RUN(messages_are_of_the_seven_kinds_only);
+    RUN(links_of_every_relation_are_one_kind_with_their_context);
+    RUN(source_references_name_the_host_entities_an_agent_relies_on);
+    RUN(immutable_records_are_updated_when_created);
     RUN(report_and_head_move_together);
     RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);

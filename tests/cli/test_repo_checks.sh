@@ -74,6 +74,21 @@ echo '#include "wake/wake.h"' >>"$l/cli/cmd-wake.c"
 check "layers, cli -> wake" 1 "$l/scripts/layers.sh"
 has "$OUT" "cli must not include \"wake/wake.h\""
 cp "$src/cli/cmd-wake.c" "$l/cli/cmd-wake.c"
+# The guardrail between the two domains: the host domain's code (src/todo) reaches neither the
+# store nor the agent spine, so it has no path that could persist an agent's internals or
+# reports; and no module of libvigil reaches the host domain's code, so the agent domain's
+# writers cannot persist anything through it (the agent changes host data only through tools,
+# which the command registers over include/vigil.h). proves: S0-157
+for edge in "todo/db.c agent/agent.h" "todo/ops.c store/store.h" "todo/tools.c memory/memory.h" \
+  "memory/block.c todo/todo.h" "runtime/runtime.c todo/todo.h" "agent/report.c todo/todo.h"; do
+  set -- $edge
+  from=${1%%/*}
+  [ -f "$l/src/$1" ] || { echo "FAIL: layers guardrail: src/$1 is not there"; fail_count; continue; }
+  echo "#include \"$2\"" >>"$l/src/$1"
+  check "layers, $from -> $2" 1 "$l/scripts/layers.sh"
+  has "$OUT" "$from must not include \"$2\""
+  cp "$src/src/$1" "$l/src/$1"
+done
 check "layers, the tree restored" 0 "$l/scripts/layers.sh"
 # The picture is drawn from the list: base at the bottom, runtime at the top.
 check "layers, picture" 0 "$l/scripts/layers.sh" --picture

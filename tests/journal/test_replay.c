@@ -9,6 +9,8 @@
  */
 #include "journal/journal_fixture.h"
 
+#include "journal/journal_int.h"
+
 #include <jansson.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +73,126 @@ static char *projection_text(struct vg_store *s, const char *id)
     char *p = NULL;
     ASSERT_OK(vg_journal_replay_projection(s, id, &p, E));
     return p;
+}
+
+/* A valid payload of every signal, by name. */
+static const char *const SIGNAL_PAYLOADS[][2] = {
+    {"progress", "\"summary\":\"half way\""},
+    {"status", "\"status\":\"compiling\""},
+    {"needs_input", "\"request_id\":\"q1\",\"question\":\"which?\""},
+    {"blocked", "\"reason\":\"no access\""},
+    {"ready_for_verification", "\"summary\":\"ready\""},
+    {"completed_claim", "\"summary\":\"done\""},
+    {"failed_claim", "\"reason\":\"broke\""},
+    {"message", "\"text\":\"hi\""},
+    {"usage", "\"input_tokens\":10"},
+    {"diagnostic", "\"message\":\"m\""},
+};
+
+static const char *signal_payload(const char *name)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(SIGNAL_PAYLOADS); i++)
+        if (!strcmp(SIGNAL_PAYLOADS[i][0], name))
+            return SIGNAL_PAYLOADS[i][1];
+    TEST_FAIL_("no payload for signal %s", name);
+    return NULL;
+}
+
+/* A copy of the first record a scan gives (into *(struct vg_record **)user). */
+static int first_record_cb(void *user, const struct vg_record *r)
+{
+    *(struct vg_record **)user = vg_record_dup(r);
+    return 1;
+}
+
+/* The timeline item replay made of the observation of signal `name` (NULL: none). */
+static json_t *signal_item(json_t *timeline, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(timeline); i++) {
+        json_t *it = json_array_get(timeline, i);
+        const char *sig = json_string_value(json_object_get(it, "signal"));
+        if (sig && !strcmp(sig, name))
+            return it;
+    }
+    return NULL;
+}
+
+/* Whether the header's protocol descriptor lists signal `name`, and with which schema key. */
+static const char *described(json_t *header_descriptor, const char *name)
+{
+    json_t *sigs = json_object_get(header_descriptor, "signals");
+    for (size_t i = 0; i < json_array_size(sigs); i++) {
+        json_t *s = json_array_get(sigs, i);
+        if (!strcmp(json_string_value(json_object_get(s, "type")), name))
+            return json_string_value(json_object_get(s, "schema"));
+    }
+    return NULL;
+}
+
+/* Replay, the protocol descriptor and validation all read the one signal registry: for every
+ * row of it, an observation of that signal replays to the timeline item the row names, quoting
+ * the payload field the row names (or to none), and the header describes the signal, with the
+ * row's schema key, exactly when the row surfaces it. proves: S1-021 */
+TEST(signals_project_through_their_registry_row)
+{
+    struct fx f;
+    fx_open(&f, "jr_signals", 21);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "signals-key");
+    char id[37];
+    snprintf(id, sizeof id, "%s", vg_journal_run_id(run));
+    size_t n = vg_journal_signal_count();
+    ASSERT_EQ(n, VG_ARRAY_LEN(SIGNAL_PAYLOADS));
+    for (size_t i = 0; i < n; i++) {
+        char oid[32], sig[256];
+        snprintf(oid, sizeof oid, "o-%zu", i);
+        snprintf(sig, sizeof sig, "{\"type\":\"%s\",%s}", vg_journal_signal_name(i),
+                 signal_payload(vg_journal_signal_name(i)));
+        struct vg_journal_observation o = {
+            .observation_id = oid, .source = "sdk", .confidence = "high", .signal_json = sig};
+        ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
+    }
+    vg_journal_run_free(run);
+    char *text = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, id, &text, E));
+    json_t *replay = json_loads(text, 0, NULL);
+    ASSERT(replay != NULL);
+    json_t *timeline = json_object_get(replay, "timeline");
+    struct vg_query hq = {.kind = "journal", .owner = FX_AGENT, .k1 = id, .limit = 1};
+    struct vg_record *hr = NULL;
+    ASSERT_OK(vg_store_scan(f.store, &hq, first_record_cb, &hr, E));
+    ASSERT(hr != NULL);
+    json_t *header = json_loads(hr->body, 0, NULL);
+    ASSERT(header != NULL);
+    json_t *descriptor = json_object_get(header, "protocol_descriptor");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = vg_journal_signal_name(i);
+        const struct jsignal *row = vg_journal_signal_find(name);
+        ASSERT(row != NULL);
+        const char *item_kind = vg_journal_projection_item(row->projection);
+        json_t *it = signal_item(timeline, name);
+        if (!item_kind) {
+            ASSERT(it == NULL);
+        } else {
+            ASSERT(it != NULL);
+            ASSERT_STREQ(json_string_value(json_object_get(it, "item")), item_kind);
+            char want[256];
+            snprintf(want, sizeof want, "{%s}", signal_payload(name));
+            json_t *fields = json_loads(want, 0, NULL);
+            ASSERT(fields != NULL);
+            ASSERT(
+                json_equal(json_object_get(it, "text"), json_object_get(fields, row->text_field)));
+            json_decref(fields);
+        }
+        const char *key = described(descriptor, name);
+        ASSERT_EQ(key != NULL, row->surfaced);
+        if (key)
+            ASSERT_STREQ(key, row->schema_key);
+    }
+    json_decref(header);
+    vg_free(hr);
+    json_decref(replay);
+    vg_free(text);
+    fx_close(&f);
 }
 
 TEST(deterministic)
@@ -491,6 +613,7 @@ TEST(a_tool_calls_output_lives_in_its_result_message)
 int main(void)
 {
     RUN(deterministic);
+    RUN(signals_project_through_their_registry_row);
     RUN(pruning_keeps_replay);
     RUN(independent_of_live_state);
     RUN(damaged_journal_refused);

@@ -157,6 +157,79 @@ TEST(message_path)
     fx_close(&f);
 }
 
+/* One run of owner kind `scope` owned by `owner`: the same writes whatever the owner, each
+ * message and observation sent twice. Its record types as types() gives them. */
+static const char *owner_run(struct fx *f, const char *scope, const char *owner, char id[37])
+{
+    struct vg_run_launch l = {.agent_id = owner,
+                              .scope = scope,
+                              .run_key = scope,
+                              .wake_reason = "message",
+                              .thread_id = "thread-1"};
+    struct vg_run *run = NULL;
+    ASSERT_OK(vg_journal_run_open(f->store, &f->clock.base, f->ids, &l, &run, E));
+    snprintf(id, 37, "%s", vg_journal_run_id(run));
+    struct vg_journal_message m = HELLO;
+    struct vg_journal_ack ack = {0};
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(vg_journal_message_accept(run, &m, &ack, E));
+        ASSERT_EQ(ack.duplicate, i);
+        ASSERT_EQ(ack.sequence, 2);
+    }
+    ASSERT_OK(vg_journal_message_delivery(run, "msg-1", "delivered", "model", NULL, E));
+    struct vg_journal_observation o = {.observation_id = "obs-1",
+                                       .source = "daemon",
+                                       .confidence = "high",
+                                       .signal_json = "{\"type\":\"progress\",\"summary\":\"x\"}"};
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(vg_journal_observe(run, &o, &ack, E));
+        ASSERT_EQ(ack.duplicate, i);
+        ASSERT_EQ(ack.sequence, 4);
+    }
+    struct vg_journal_decision d = {.observation_id = "obs-1", .action = "record-only"};
+    ASSERT_OK(vg_journal_decide(run, &d, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, NULL, NULL, E));
+    vg_journal_run_free(run);
+    return types(f->store, id);
+}
+
+/* Every owner kind's journal is the same journal: the same record schemas (the header says the
+ * owner kind; the owner need not be an agent), the same append and idempotency rules (a message
+ * or an observation sent twice is acknowledged once), the same read and the same replay; an
+ * owner kind outside the list is refused. proves: S1-006 */
+TEST(every_owner_kind_has_the_same_journal)
+{
+    static const char *const owners[][2] = {
+        {"agent", FX_AGENT}, {"system", "system"}, {"task", "task-7"}, {"artifact", "report.md"}};
+    struct fx f;
+    fx_open(&f, "jw_owners", 9);
+    char first[2048];
+    for (size_t i = 0; i < VG_ARRAY_LEN(owners); i++) {
+        char id[37], *text = NULL;
+        const char *t = owner_run(&f, owners[i][0], owners[i][1], id);
+        if (i == 0)
+            snprintf(first, sizeof first, "%s", t);
+        ASSERT_STREQ(t, first);
+        ASSERT_OK(vg_journal_replay(f.store, id, &text, E));
+        ASSERT_CONTAINS(text, "\"stored_projection_matches\":true");
+        ASSERT_CONTAINS(text, "\"processed_message_ids\":[\"msg-1\"]");
+        ASSERT_CONTAINS(text, "\"processed_observation_ids\":[\"obs-1\"]");
+        vg_free(text);
+        ASSERT_OK(vg_journal_run_show(f.store, id, &text, E));
+        char want[128];
+        snprintf(want, sizeof want, "\"owner_kind\":\"%s\"", owners[i][0]);
+        ASSERT_CONTAINS(text, want);
+        vg_free(text);
+    }
+    ASSERT_STREQ(first, "1:journal.header,2:message.accepted,3:message.delivery,"
+                        "4:observation.recorded,5:decision.recorded,6:state.changed,");
+    struct vg_run_launch bad = {
+        .agent_id = "x", .scope = "robot", .run_key = "k", .wake_reason = "message"};
+    struct vg_run *run = NULL;
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_run_open(f.store, &f.clock.base, f.ids, &bad, &run, NULL));
+    fx_close(&f);
+}
+
 TEST(observation_path)
 {
     /* proves: S1-042 S1-029 S1-030 S1-031 S1-028 */
@@ -995,6 +1068,7 @@ int main(void)
     RUN(header_first);
     RUN(header_write_fails);
     RUN(message_path);
+    RUN(every_owner_kind_has_the_same_journal);
     RUN(observation_path);
     RUN(awaiting_input);
     RUN(noise_goes_to_activity);

@@ -9,6 +9,7 @@
 #include "agent/agent.h"
 #include "base/json.h"
 #include "journal/journal.h"
+#include "journal/journal_int.h"
 #include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "model/model.h"
@@ -163,6 +164,77 @@ TEST(reply_without_tools_completes)
     json_decref(msgs);
     completed_and_active(&t, r.run_id, id);
     vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* A run's journal records as "type[:detail]" joined by ",", in sequence (into out). */
+struct journal_types {
+    char text[2048];
+};
+
+static int journal_type_cb(void *user, const struct vg_record *r)
+{
+    struct journal_types *jt = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b != NULL);
+    const char *type = json_string_value(json_object_get(b, "type"));
+    const char *detail = json_string_value(json_object_get(b, "source"));
+    if (!strcmp(type, "message.delivery"))
+        detail = json_string_value(json_object_get(b, "status"));
+    if (!strcmp(type, "state.changed"))
+        detail = json_string_value(json_object_get(b, "lifecycle"));
+    size_t n = strlen(jt->text);
+    snprintf(jt->text + n, sizeof jt->text - n, "%s%s%s%s", n ? "," : "", type, detail ? ":" : "",
+             detail ? detail : "");
+    json_decref(b);
+    return 0;
+}
+
+/* The operator's message path of a run: the input is validated, accepted (message.accepted,
+ * from the operator, changing the context), appended to the thread, then its delivery recorded,
+ * and only then the state records; an input that is not a valid message starts nothing.
+ * proves: S1-041 */
+TEST(an_operators_input_is_accepted_appended_then_delivered)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_message_path");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "path", "[{\"response\":{\"text\":\"hi there\"}}]", 0);
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    struct journal_types jt = {{0}};
+    struct vg_query q = {.kind = "journal", .owner = id, .k1 = r.run_id};
+    ASSERT_OK(vg_journal_scan(t.env->store, &q, journal_type_cb, &jt, E));
+    ASSERT_STREQ(jt.text, "journal.header,message.accepted:operator,message.delivery:delivered,"
+                          "activity.updated,observation.recorded:provider-output,"
+                          "state.changed:completed");
+    /* The context it changed: the thread's first message is the input, of this run. */
+    json_t *msgs = thread_messages(&t, id, thread);
+    json_t *first = json_array_get(msgs, 0);
+    ASSERT_STREQ(kind_at(msgs, 0), "user");
+    ASSERT_STREQ(json_string_value(json_object_get(first, "content")), "hello");
+    ASSERT_STREQ(json_string_value(json_object_get(first, "run_id")), r.run_id);
+    json_decref(msgs);
+    char *accepted = NULL;
+    ASSERT_OK(vg_journal_run_messages(t.env->store, r.run_id, NULL, 10, &accepted, E));
+    ASSERT_CONTAINS(accepted, "\"role\":\"operator\"");
+    vg_free(accepted);
+    vg_loop_result_release(&r);
+    /* An input that is no valid message (not UTF-8) is refused before anything is journaled. */
+    int64_t runs_before = -1, runs_after = -1;
+    struct vg_query runs = {.kind = "run", .owner = id};
+    ASSERT_OK(vg_store_count(t.env->store, &runs, &runs_before, E));
+    in = base_input(id, thread, m, "bad \xff input");
+    in.run_key = "bad";
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_loop_run(t.env, &in, &r, &err));
+    ASSERT_CONTAINS(err.message, "not valid UTF-8");
+    vg_loop_result_release(&r);
+    ASSERT_OK(vg_store_count(t.env->store, &runs, &runs_after, E));
+    ASSERT_EQ(runs_after, runs_before);
     vg_model_free(m);
     test_rt_close(&t);
 }
@@ -850,6 +922,104 @@ TEST(a_run_syncs_before_the_effect_and_at_close)
     test_rt_close(&t);
 }
 
+/* An executor that, at its second call, looks at the store through a connection of its own,
+ * which sees only what the run has committed: what a crash at that moment would leave. */
+struct looking {
+    struct vg_loop_executor x;
+    struct test_rt *t;
+    int calls;
+    int looked;
+};
+
+/* The tool call items of `tools` (run history JSON) as "name:status" pairs, each with its
+ * input, output and duration checked when it ended. */
+static void check_calls_so_far(const char *tools)
+{
+    json_t *v = json_loads(tools, 0, NULL);
+    ASSERT(v != NULL);
+    json_t *items = json_object_get(v, "items");
+    ASSERT_EQ(json_array_size(items), 2); /* the first call ended; the second in flight */
+    json_t *done = json_array_get(items, 0), *flying = json_array_get(items, 1);
+    ASSERT_STREQ(json_string_value(json_object_get(done, "name")), "echo");
+    ASSERT_STREQ(json_string_value(json_object_get(done, "status")), "succeeded");
+    ASSERT_CONTAINS(json_string_value(json_object_get(done, "input_preview")), "\"a\"");
+    ASSERT_CONTAINS(json_string_value(json_object_get(done, "output_preview")), "a");
+    ASSERT(json_is_integer(json_object_get(done, "duration_ms")));
+    ASSERT_STREQ(json_string_value(json_object_get(flying, "status")), "running");
+    ASSERT_CONTAINS(json_string_value(json_object_get(flying, "input_preview")), "\"b\"");
+    json_decref(v);
+}
+
+/* What another connection sees of the run at its second call's effect. */
+static void look_from_outside(struct looking *lk, const struct vg_loop_call_ctx *c)
+{
+    struct vg_store_options o = {.read_only = 1};
+    struct vg_store *other = NULL;
+    ASSERT_OK(vg_store_open(lk->t->path, &o, &other, E));
+    /* The thread: the first turn whole (its thought with the call, the action, the result),
+     * and the second turn's thought; the second call's result is not there yet. */
+    struct vg_query q = {.kind = "message", .owner = c->agent_id, .k1 = c->thread_id};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(other, &q, &n, E));
+    ASSERT(n >= 5); /* user, thought, action, toolResult, thought (+ the second action) */
+    q.k2 = "toolResult";
+    ASSERT_OK(vg_store_count(other, &q, &n, E));
+    ASSERT_EQ(n, 1);
+    q.k2 = "thought";
+    ASSERT_OK(vg_store_count(other, &q, &n, E));
+    ASSERT_EQ(n, 2);
+    char *tools = NULL;
+    ASSERT_OK(vg_journal_run_tools(other, c->run_id, NULL, 10, &tools, E));
+    check_calls_so_far(tools);
+    vg_free(tools);
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(other, c->run_id, &show, E));
+    ASSERT_CONTAINS(show, "\"model_calls\":2");
+    vg_free(show);
+    vg_store_close(other);
+    lk->looked = 1;
+}
+
+static vigil_code looking_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
+                               const char *name, const char *args, struct vg_loop_tool_outcome *out,
+                               vigil_error *err)
+{
+    struct looking *lk = self;
+    if (++lk->calls == 2)
+        look_from_outside(lk, c);
+    return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
+}
+
+/* Each model turn (its thought, with its text and the calls it asked for) and each tool call
+ * (name, input, output, duration, status) is committed as it happens, not at the run's end:
+ * while the second call is in flight another connection already reads the whole first turn
+ * and call and the second turn, so a crash then loses only that call. proves: S2-007 */
+TEST(turns_and_tool_calls_are_committed_as_they_happen)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_as_it_happens");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "as_it_happens",
+                 "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") ","
+                                                             "{\"response\":{\"text\":\"done\"}}]",
+                 0);
+    struct looking lk = {.t = &t};
+    lk.x.visible_tools = counting_visible;
+    lk.x.call = looking_call;
+    lk.x.self = &lk;
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = &lk.x;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(lk.looked, 1);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* An executor whose tool moves the agent's runtime state as something outside the run would. */
 struct moving {
     struct vg_loop_executor x;
@@ -1166,6 +1336,7 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
     RUN(reply_without_tools_completes);
+    RUN(an_operators_input_is_accepted_appended_then_delivered);
     RUN(the_echo_tool_answers_as_jansson_would);
     RUN(tool_round_trip_with_parallel_calls);
     RUN(max_tool_rounds_soft_stop);
@@ -1184,6 +1355,7 @@ int main(void)
     RUN(a_runs_writes_carry_its_agent_as_their_source);
     RUN(a_run_syncs_before_the_effect_and_at_close);
     RUN(a_close_keeps_what_moved_the_runtime_state_during_the_run);
+    RUN(turns_and_tool_calls_are_committed_as_they_happen);
     RUN(a_start_that_cannot_commit_starts_nothing);
     RUN(a_start_fenced_off_opens_no_run);
     RUN(a_run_without_a_model_id_its_provider_needs_starts_nothing);

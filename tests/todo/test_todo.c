@@ -158,6 +158,149 @@ TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
     test_rt_close(&t);
 }
 
+/* Every row of every table of an SQLite file as one text: what it holds, to compare. */
+static char *file_rows(const char *path, const char *tables_sql)
+{
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(db, tables_sql, -1, &st, NULL), SQLITE_OK);
+    struct vg_buf all;
+    vg_buf_init(&all, 0);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char sql[300];
+        sqlite3_stmt *rows = NULL;
+        snprintf(sql, sizeof sql, "SELECT * FROM \"%s\"", sqlite3_column_text(st, 0));
+        ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &rows, NULL), SQLITE_OK);
+        vg_buf_printf(&all, "[%s]", sqlite3_column_text(st, 0));
+        while (sqlite3_step(rows) == SQLITE_ROW)
+            for (int c = 0; c < sqlite3_column_count(rows); c++) {
+                const char *v = (const char *)sqlite3_column_text(rows, c);
+                vg_buf_printf(&all, "%s|", v ? v : "(null)");
+            }
+        sqlite3_finalize(rows);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    ASSERT_OK(vg_buf_finish(&all, E));
+    return vg_buf_detach(&all, NULL);
+}
+
+/* Operations scanned: how many, and how many name the task by its id in their arguments. */
+struct named_task {
+    const char *task;
+    int ops, named;
+};
+
+static int op_names_task(void *user, const struct vg_record *r)
+{
+    struct named_task *nt = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b != NULL);
+    nt->ops++;
+    const char *tid = field(json_object_get(b, "arguments"), "task_id");
+    nt->named += tid && !strcmp(tid, nt->task);
+    json_decref(b);
+    return 0;
+}
+
+#define TABLES_SQL "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+
+/* One integer a statement gives on an SQLite file. */
+static int64_t file_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* The agent domain and the host domain each keep to a store of their own, each versioned by
+ * its own schema number: the task database holds no agent record and the agent store no host
+ * table; what the agent keeps of a task is the task's id (no key across the two); the agent's
+ * report, state, runtime state and messages change nothing of the host's data, which only a
+ * tool's effect changes; and the agent's records are removed without touching a task.
+ * proves: S0-005 S0-006 S3-027 */
+TEST(the_agent_and_host_domains_keep_to_their_own_stores)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], args[300], tasks_db[4300], thread[128];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_domains");
+    snprintf(tasks_db, sizeof tasks_db, "%s.tasks.db", t.path);
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    char *host_before = file_rows(tasks_db, TABLES_SQL);
+
+    /* The agent's own writes: a report, its state, its runtime state, messages. */
+    ASSERT_OK(vg_report_set(t.env, agent, "current", "# The report is due", NULL, NULL, NULL, E));
+    json_t *ch = json_pack("{s:{s:s}}", "slots", "active_task", work);
+    ASSERT_OK(vg_state_update(t.env, agent, ch, VG_STATE_ANY_REVISION, NULL, E));
+    json_decref(ch);
+    ch = json_pack("{s:i}", "failure_streak", 1);
+    ASSERT_OK(vg_runtime_state_update(t.env, agent, ch, E));
+    json_decref(ch);
+    snprintf(thread, sizeof thread, "%s:session:s", agent);
+    struct vg_message_in m = {.agent_id = agent,
+                              .thread_id = thread,
+                              .kind = VG_MSG_THOUGHT,
+                              .content = "the report task is due soon"};
+    ASSERT_OK(vg_message_append(t.env, &m, NULL, E));
+    char *host_after = file_rows(tasks_db, TABLES_SQL);
+    ASSERT_STREQ(host_after, host_before);
+    vg_free(host_after);
+
+    /* A tool's effect is what changes the host's data. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"due_date\":\"2026-12-24\"}", work);
+    ASSERT_EQ(gate(&t, agent, "wake-1", "update_task_due_date", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    host_after = file_rows(tasks_db, TABLES_SQL);
+    ASSERT(strcmp(host_after, host_before) != 0);
+    vg_free(host_after);
+    vg_free(host_before);
+
+    /* Each file holds its own domain's tables, each with its own schema number. */
+    ASSERT_EQ(file_int(tasks_db, "SELECT count(*) FROM sqlite_master WHERE name = 'records'"), 0);
+    ASSERT_EQ(file_int(tasks_db, "PRAGMA user_version"), 0);
+    ASSERT_EQ(file_int(tasks_db, "SELECT value FROM todo_meta WHERE key = 'schema_version'"), 2);
+    ASSERT_EQ(file_int(t.path, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                               " ('tasks', 'categories', 'checklist_items', 'todo_meta')"),
+              0);
+    int agent_schema = 0;
+    ASSERT_OK(vg_store_control(t.env->store, VG_STORE_CTRL_SCHEMA_VERSION, &agent_schema, E));
+    ASSERT(agent_schema > 2);
+    ASSERT_EQ(file_int(t.path, "PRAGMA user_version"), agent_schema);
+    ASSERT_EQ(file_int(t.path, "SELECT count(*) FROM pragma_foreign_key_list('records')"), 0);
+
+    /* The agent keeps the task by its id: its operation names it in its arguments. */
+    struct vg_query q = {.kind = "operation", .owner = agent};
+    struct named_task nt = {.task = work};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, op_names_task, &nt, E));
+    ASSERT_EQ(nt.ops, 1);
+    ASSERT_EQ(nt.named, 1);
+
+    /* The agent's records go, every task stays as it was. */
+    host_before = file_rows(tasks_db, TABLES_SQL);
+    ASSERT_OK(vigil_agent_destroy(t.rt, agent, "done", E));
+    ASSERT_OK(vg_agent_delete(t.env, agent, E));
+    host_after = file_rows(tasks_db, TABLES_SQL);
+    ASSERT_STREQ(host_after, host_before);
+    vg_free(host_after);
+    vg_free(host_before);
+    json_t *w = task(todo, work);
+    ASSERT_STREQ(field(w, "due_date"), "2026-12-24");
+    json_decref(w);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
 /* A due date is a day of the calendar: the 30th of February is refused like the 13th month, and
  * the 29th only in a leap year. */
 TEST(a_due_date_that_is_no_day_is_refused)
@@ -794,6 +937,7 @@ int main(void)
 {
     RUN(a_change_is_kept_in_the_task_database_and_names_its_tokens);
     RUN(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens);
+    RUN(the_agent_and_host_domains_keep_to_their_own_stores);
     RUN(a_due_date_that_is_no_day_is_refused);
     RUN(an_agent_granted_one_category_cannot_touch_another);
     RUN(a_task_agent_reaches_its_task_and_nothing_else_of_its_category);

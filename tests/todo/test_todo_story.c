@@ -10,6 +10,7 @@
 #include "todo/todo.h"
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 /* The tools a task agent of examples/todo is given. */
 #define TASK_AGENT_TOOLS                                                                           \
@@ -55,6 +56,39 @@ static json_t *shown(vigil_runtime *rt, const char *agent)
     vigil_free(out);
     ASSERT(v);
     return v;
+}
+
+/* How many records of kind the agent owns in the agent store at path. */
+static int64_t owned(const char *path, const char *agent, const char *kind)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db,
+                                 "SELECT count(*) FROM records_text WHERE owner = ?1 AND kind = ?2",
+                                 -1, &st, NULL),
+              SQLITE_OK);
+    sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* The task agent owns, in the agent store, its report, its messages, its wake
+ * history and the records of its tool calls (its runs' journals and its tool gate's
+ * operations): each is a record whose owner is the agent. proves: S3-002 */
+static void owns_its_records(const char *path, const char *agent)
+{
+    ASSERT_EQ(owned(path, agent, "report"), 1);   /* the first wake set it */
+    ASSERT_EQ(owned(path, agent, "wake_run"), 2); /* the two wakes */
+    ASSERT_EQ(owned(path, agent, "run"), 2);      /* the runs they ran */
+    ASSERT(owned(path, agent, "message") >= 8);   /* two wakes' turns */
+    ASSERT(owned(path, agent, "operation") >= 2); /* its tool calls through the gate */
+    ASSERT(owned(path, agent, "journal") >= 4);   /* its runs' journals */
+    ASSERT_EQ(owned(path, "", "report") + owned(path, "", "wake_run"), 0);
 }
 
 /* proves: S3-072 S3-042 (an item's change raises its task's id: a new item is watched with no
@@ -138,6 +172,7 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     json_decref(r);
     ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
     ASSERT_EQ(ran, 1);
+    owns_its_records(path, agent);
     vigil_runtime_close(rt);
     vg_todo_close(todo);
 }

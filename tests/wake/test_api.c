@@ -8,6 +8,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "journal/journal.h"
 #include "wake/wake.h"
 
 static void make_agent(struct test_rt *t, char id[37])
@@ -314,10 +315,67 @@ TEST(a_manual_wakes_key_and_time_are_one_reading_of_the_clock)
     vigil_runtime_close(rt);
 }
 
+/* The wake-run log holds what launched a run and how it ended, and the run's key, which
+ * names its journal; what the run said and did (its messages, tool calls, timeline and
+ * projection) is in the journal alone. A dispatcher task's run is such a wake (its record keeps
+ * the wake's run key, src/orch/task.c). proves: S1-005 */
+TEST(a_wakes_record_names_its_runs_journal_and_holds_no_transcript)
+{
+    static const char *const fields[] = {"run_key",     "agent_id",      "reason",
+                                         "reason_id",   "thread_id",     "session_id",
+                                         "status",      "tokens",        "seed_input",
+                                         "meta",        "merged",        "created_at",
+                                         "created_ms",  "started_at",    "completed_at",
+                                         "error",       "skip_reason",   "attempts",
+                                         "epoch",       "not_before_ms", "logical_change_key",
+                                         "scheduled_at"};
+    struct test_rt t;
+    char a[37], key[65], run_id[37];
+    int ran = 0;
+    test_rt_open(&t, "wake_journal_ref");
+    make_agent(&t, a);
+    ASSERT_OK(vigil_wake_agent(t.rt, a, "hello there", "s-1", key, E));
+    ASSERT_OK(vigil_wake_process(t.rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    struct vg_record *w = NULL;
+    ASSERT_OK(vg_store_get_copy(t.env->store, "wake_run", key, &w, E));
+    json_t *b = json_loads(w->body, 0, NULL);
+    ASSERT(b != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(b, "status")), "completed");
+    const char *k;
+    json_t *v;
+    json_object_foreach (b, k, v) {
+        size_t i = 0;
+        while (i < VG_ARRAY_LEN(fields) && strcmp(fields[i], k))
+            i++;
+        if (i == VG_ARRAY_LEN(fields))
+            TEST_FAIL_("the wake's record holds \"%s\"", k);
+    }
+    /* Its key is the journal's: the run, its records and its projection are there. */
+    ASSERT_OK(vg_journal_run_resolve(t.env->store, key, run_id, E));
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(t.env->store, run_id, &show, E));
+    ASSERT_CONTAINS(show, "\"status\":\"completed\"");
+    ASSERT_CONTAINS(show, key);
+    vg_free(show);
+    char *msgs = NULL;
+    ASSERT_OK(vg_journal_run_messages(t.env->store, run_id, NULL, 10, &msgs, E));
+    ASSERT_CONTAINS(msgs, "hello there");
+    vg_free(msgs);
+    char *replay = NULL;
+    ASSERT_OK(vg_journal_replay(t.env->store, run_id, &replay, E));
+    ASSERT_CONTAINS(replay, "\"stored_projection_matches\":true");
+    vg_free(replay);
+    json_decref(b);
+    vg_free(w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     test_wake_runners_provide();
     RUN(public_api_wakes_agents_in_process);
+    RUN(a_wakes_record_names_its_runs_journal_and_holds_no_transcript);
     RUN(every_allocation_failure_ends_cleanly);
     RUN(a_program_clock_drives_timers_and_record_times);
     RUN(a_manual_wakes_key_and_time_are_one_reading_of_the_clock);

@@ -256,6 +256,11 @@ TEST(a_read_a_notification_arrived_during_is_not_kept)
     drop_db(db);
 }
 
+/* A lost connection is made again (with backoff, src/store/pg/pg.c reconnect): a read outside
+ * a transaction goes through on the new connection, and nothing committed before the cut is
+ * lost; a transaction the cut ended is refused whole, never acknowledged, so no write is held in
+ * memory to flush later (REQUIREMENTS.md's reconciliation: nothing is acknowledged until it is
+ * durable). proves: S4-064 */
 TEST(lost_connection_made_again)
 {
     char db[64], uri[1024];
