@@ -581,6 +581,41 @@ TEST(report_and_head_move_together)
     test_rt_close(&t);
 }
 
+/* Writing a report with the store failing at each of its calls in turn: the new report and
+ * its scope's head are committed together or not at all, so the head always names a committed
+ * report (the earlier one when the write failed). proves: S3-083 */
+TEST(a_report_and_its_head_are_written_in_one_transaction)
+{
+    struct test_rt t;
+    char id[37], name[48];
+    long calls = 0;
+    for (long nth = 0; nth == 0 || nth <= calls; nth++) {
+        snprintf(name, sizeof name, "report_head_fault_%ld", nth);
+        test_rt_open(&t, name);
+        create(&t, "r", id);
+        ASSERT_OK(vg_report_set(t.env, id, "current", "# v1", NULL, NULL, NULL, E));
+        struct vg_store *fault = NULL;
+        ASSERT_OK(vg_store_fault_wrap(t.env->store, &fault, E));
+        t.env->store = fault;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        vigil_code rc = vg_report_set(t.env, id, "current", "# v2", NULL, NULL, NULL, NULL);
+        if (!nth)
+            ASSERT((calls = vg_store_fault_calls(fault)) > 2);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        json_t *rep = NULL;
+        ASSERT_OK(vg_report_current(t.env, id, "current", &rep, E));
+        const char *md = json_string_value(json_object_get(rep, "markdown"));
+        struct vg_query q = {.kind = "report", .owner = id};
+        int64_t n = 0;
+        ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+        if (rc == VIGIL_OK ? strcmp(md, "# v2") || n != 2 : strcmp(md, "# v1") || n != 1)
+            TEST_FAIL_("store call %ld of %ld failed: write %s, head at \"%s\", %lld reports", nth,
+                       calls, vigil_code_name(rc), md, (long long)n);
+        json_decref(rep);
+        test_rt_close(&t);
+    }
+}
+
 /* The report of scope as vigil_report_get shows it (owned). */
 static json_t *report_read(struct test_rt *t, const char *id, const char *scope, int history)
 {
@@ -1094,6 +1129,7 @@ int main(void)
     RUN(state_merge_at_any_revision_moves_the_revision_on);
     RUN(messages_link_in_threads_and_spill_payloads);
     RUN(report_and_head_move_together);
+    RUN(a_report_and_its_head_are_written_in_one_transaction);
     RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);
     RUN(pointer_counters_live_in_the_body);
