@@ -149,6 +149,60 @@ TEST(create_show_and_list_pages)
     test_rt_close(&t);
 }
 
+/* The ids of a listing's items, space separated, and its next cursor (into next, "" at the end). */
+static void listed(struct test_rt *t, const char *lifecycle, const char *cursor, int limit,
+                   char *ids, size_t n, char next[256])
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_list_lifecycle(t->rt, lifecycle, cursor, limit, 1, &text, E));
+    json_t *v = json_loads(text, 0, NULL), *a;
+    vigil_free(text);
+    ASSERT(v);
+    size_t i, at = 0;
+    ids[0] = '\0';
+    json_array_foreach (json_object_get(v, "items"), i, a)
+        at += (size_t)snprintf(ids + at, n - at, "%s%s", at ? " " : "",
+                               json_string_value(json_object_get(a, "id")));
+    const char *c = json_string_value(json_object_get(v, "next_cursor"));
+    snprintf(next, 256, "%s", c ? c : "");
+    json_decref(v);
+}
+
+/* Listing returns every agent there is, destroyed ones too, and one lifecycle of them when
+ * asked, page by page. proves: S3-056 */
+TEST(agents_list_whole_or_by_lifecycle)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_list_lifecycle");
+    char id[5][37], ids[400], want[400], next[256];
+    for (int i = 0; i < 5; i++)
+        create(&t, "agent", id[i]);
+    ASSERT_OK(vigil_agent_resume(t.rt, id[0], NULL, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, id[1], NULL, E));
+    ASSERT_OK(vigil_agent_pause(t.rt, id[1], NULL, E));
+    ASSERT_OK(vigil_agent_destroy(t.rt, id[2], NULL, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, id[4], NULL, E));
+    listed(&t, NULL, NULL, 10, ids, sizeof ids, next);
+    snprintf(want, sizeof want, "%s %s %s %s %s", id[0], id[1], id[2], id[3], id[4]);
+    ASSERT_STREQ(ids, want);
+    listed(&t, "active", NULL, 1, ids, sizeof ids, next); /* a page at a time */
+    ASSERT_STREQ(ids, id[0]);
+    ASSERT(next[0]);
+    listed(&t, "active", next, 1, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[4]);
+    ASSERT_STREQ(next, "");
+    listed(&t, "dormant", NULL, 10, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[1]);
+    listed(&t, "destroyed", NULL, 10, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[2]);
+    listed(&t, "created", NULL, 10, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[3]);
+    char *text = NULL;
+    ASSERT_CODE(VIGIL_EINVAL,
+                vigil_agent_list_lifecycle(t.rt, "sleeping", NULL, 10, 1, &text, NULL));
+    test_rt_close(&t);
+}
+
 /* proves: S0-027 S0-028 S0-086 */
 TEST(state_revision_rejects_stale_writes)
 {
@@ -1124,6 +1178,7 @@ int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
     RUN(create_show_and_list_pages);
+    RUN(agents_list_whole_or_by_lifecycle);
     RUN(creating_an_agent_writes_all_of_it_or_nothing);
     RUN(state_revision_rejects_stale_writes);
     RUN(state_merge_at_any_revision_moves_the_revision_on);
