@@ -7,7 +7,7 @@
 static const char agent_help[] =
     "usage: vigil agent create --name NAME [--kind KIND] [--mode MODE] [--prompt TEXT]\n"
     "                          [--model MODEL] [--config JSON] [--json]\n"
-    "       vigil agent list [--all] [--limit N] [--cursor C] [--json]\n"
+    "       vigil agent list [--all] [--lifecycle L] [--limit N] [--cursor C] [--json]\n"
     "       vigil agent show ID [--json]\n"
     "       vigil agent pause ID [--reason TEXT]     active -> dormant\n"
     "       vigil agent resume ID [--reason TEXT]    created|dormant -> active\n"
@@ -68,11 +68,13 @@ static int agent_create(struct cli *c, int argc, char **argv)
 
 static int agent_list(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--limit=", "--cursor=", "--json", "--all", NULL};
+    static const char *const spec[] = {"--limit=", "--cursor=",    "--json",
+                                       "--all",    "--lifecycle=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     char *text = NULL, *end = NULL;
     long limit = 50;
+    const char *lifecycle = NULL;
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
     if (o.n_positional)
@@ -82,9 +84,10 @@ static int agent_list(struct cli *c, int argc, char **argv)
         if (*end || limit < 1 || limit > 1000)
             return cli_usage("--limit takes a number from 1 to 1000");
     }
+    lifecycle = cli_opt(&o, spec, "--lifecycle");
     cli_open(c, 0);
-    if (vigil_agent_list_visible(c->rt, cli_opt(&o, spec, "--cursor"), (int)limit,
-                                 cli_opt(&o, spec, "--all") != NULL, &text, &err))
+    if (vigil_agent_list_lifecycle(c->rt, lifecycle, cli_opt(&o, spec, "--cursor"), (int)limit,
+                                   cli_opt(&o, spec, "--all") != NULL, &text, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json")) {
         cli_print_json_text(text);
@@ -105,8 +108,9 @@ static int agent_list(struct cli *c, int argc, char **argv)
     }
     const char *next = json_string_value(json_object_get(v, "next_cursor"));
     if (next)
-        fprintf(stderr, "more: vigil agent list%s --cursor %s\n",
-                cli_opt(&o, spec, "--all") ? " --all" : "", next);
+        fprintf(stderr, "more: vigil agent list%s%s%s --cursor %s\n",
+                cli_opt(&o, spec, "--all") ? " --all" : "", lifecycle ? " --lifecycle " : "",
+                lifecycle ? lifecycle : "", next);
     json_decref(v);
     return 0;
 }

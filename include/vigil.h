@@ -335,6 +335,12 @@ VIGIL_API vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int
 VIGIL_API vigil_code vigil_agent_list_visible(vigil_runtime *rt, const char *cursor, int limit,
                                               int include_internal, char **out_json,
                                               vigil_error *err);
+/* The same, of the agents in one lifecycle ("created", "active", "dormant" or "destroyed"; NULL:
+ * all of them, as vigil_agent_list_visible); another name is EINVAL. Destroyed agents are listed
+ * until they are deleted (vigil_agent_delete). */
+VIGIL_API vigil_code vigil_agent_list_lifecycle(vigil_runtime *rt, const char *lifecycle,
+                                                const char *cursor, int limit, int include_internal,
+                                                char **out_json, vigil_error *err);
 
 /*
  * Lifecycle transitions. activate: created|dormant -> active; pause: active -> dormant;

@@ -686,10 +686,21 @@ vigil_code vg_agent_each(struct vg_env *env,
 vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit, int listed_only,
                               json_t **out, vigil_error *err)
 {
+    return vg_agent_list_in(env, NULL, cursor, limit, listed_only, out, err);
+}
+
+vigil_code vg_agent_list_in(struct vg_env *env, const char *lifecycle, const char *cursor,
+                            int limit, int listed_only, json_t **out, vigil_error *err)
+{
     char after_id[201];
-    struct vg_query q = {.kind = "agent"};
+    struct vg_query q = {.kind = "agent", .k1 = lifecycle};
     struct list_ctx c = {.listed_only = listed_only};
+    vigil_lifecycle lc;
     vigil_code rc;
+    if (lifecycle && vg_lifecycle_parse(lifecycle, &lc) != 0)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "invalid lifecycle \"%s\": use created, active, dormant or destroyed",
+                       lifecycle);
     if (limit == 0)
         limit = 50;
     if (limit < 1 || limit > 1000)

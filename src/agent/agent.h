@@ -105,6 +105,10 @@ vigil_code vg_agent_each(struct vg_env *env,
  * `vigil agent list` without --all, GET /v1/agents without all=1). */
 vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit, int listed_only,
                               json_t **out, vigil_error *err);
+/* The same, of the agents in one lifecycle only (created, active, dormant, destroyed) when
+ * lifecycle is not NULL: an index scan of that lifecycle (its name is the records' k1). */
+vigil_code vg_agent_list_in(struct vg_env *env, const char *lifecycle, const char *cursor,
+                            int limit, int listed_only, json_t **out, vigil_error *err);
 
 /*
  * Visibility (issue 31): external (also exposed by `vigil mcp serve`), project (the default:

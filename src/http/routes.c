@@ -85,8 +85,9 @@ static void h_agents_list(struct vg_req *r)
     if (limit_or_refuse(r, &limit))
         return;
     const char *all = vg_req_query(r, "all");
-    vigil_code rc = vigil_agent_list_visible(r->rt, vg_req_query(r, "cursor"), limit,
-                                             all && !strcmp(all, "1"), &out, &err);
+    vigil_code rc =
+        vigil_agent_list_lifecycle(r->rt, vg_req_query(r, "lifecycle"), vg_req_query(r, "cursor"),
+                                   limit, all && !strcmp(all, "1"), &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 

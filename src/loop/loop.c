@@ -621,6 +621,8 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
                               .thread_id = in->thread_id,
                               .kind = is_obs ? VG_MSG_OBSERVATION : VG_MSG_USER,
                               .content = in->input,
+                              /* a wake's delta is no note of the agent's: never in the notes */
+                              .metadata_json = is_obs ? "{\"wake_delta\":true}" : NULL,
                               .run_id = vg_journal_run_id(run)};
     vigil_code rc = vg_journal_message_accept(run, &jm, &ack, err);
     if (!rc)

@@ -152,18 +152,25 @@ static int64_t fit_newest(json_t *arr, struct vg_context *c, int64_t cap)
 struct obs_ctx {
     json_t *items;
     int failed;
+    int max; /* notes wanted */
 };
 
+/* The agent's notes, newest first: the observation messages a wake's delta is not (its input,
+ * which that wake's turns held: seed 003 section 4.3 keeps earlier turns out of context). */
 static int obs_cb(void *user, const struct vg_record *r)
 {
     struct obs_ctx *o = user;
     json_error_t je;
     json_t *b = json_loads(r->body, 0, &je);
+    if (b && json_is_true(json_object_get(json_object_get(b, "metadata"), "wake_delta"))) {
+        json_decref(b);
+        return 0;
+    }
     if (!b || json_array_insert_new(o->items, 0, b)) {
         o->failed = 1;
         return 1;
     }
-    return 0;
+    return json_array_size(o->items) >= (size_t)o->max;
 }
 
 vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts *o,
@@ -233,12 +240,13 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     fit_newest(c->summaries, c, c->budget / 5);
 
     /* The observation journal: newest notes of the agent, any thread. */
-    struct obs_ctx oc = {c->observations, 0};
+    /* A wake adds one delta beside its notes: read past a few of them, never the history. */
+    struct obs_ctx oc = {c->observations, 0, obs_max};
     struct vg_query q = {.kind = "message",
                          .owner = o->agent_id,
                          .k2 = "observation",
                          .descending = 1,
-                         .limit = obs_max};
+                         .limit = obs_max * 4};
     if ((rc = vg_store_scan(m->env->store, &q, obs_cb, &oc, err)))
         goto out;
     if (oc.failed) {

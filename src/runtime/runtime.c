@@ -334,6 +334,17 @@ vigil_code vigil_agent_list_visible(vigil_runtime *rt, const char *cursor, int l
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
+vigil_code vigil_agent_list_lifecycle(vigil_runtime *rt, const char *lifecycle, const char *cursor,
+                                      int limit, int include_internal, char **out_json,
+                                      vigil_error *err)
+{
+    json_t *v = NULL;
+    CHECK_RT(rt);
+    vigil_code rc =
+        vg_agent_list_in(&rt->env, lifecycle, cursor, limit, !include_internal, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
 vigil_code vigil_agent_pause(vigil_runtime *rt, const char *agent_id, const char *reason,
                              vigil_error *err)
 {

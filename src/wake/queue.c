@@ -342,6 +342,7 @@ static json_t *new_run(struct vg_env *env, const char *key, const char *agent, c
  * jansson tree: the same canonical text vg_json_dump wrote of the tree before). */
 struct new_wake {
     const char *key, *agent, *reason, *reason_id, *thread, *session, *status, *skip_reason;
+    const char *change_key;       /* the logical change that woke it: a batch's identity, or NULL */
     json_t *tokens, *seed, *meta; /* seed may be NULL: null; meta NULL: {} */
     int timer;                    /* a timer's wake: scheduled_ms written as scheduled_at */
     int64_t scheduled_ms;
@@ -384,7 +385,7 @@ static vigil_code insert_run(struct vg_env *env, const struct new_wake *nw, int 
                                   {"attempts", VG_JF_INT, NULL, 0},
                                   {"epoch", VG_JF_INT, NULL, 0},
                                   {"not_before_ms", VG_JF_INT, NULL, 0},
-                                  {"logical_change_key", VG_JF_STR, NULL, 0},
+                                  {"logical_change_key", VG_JF_STR, nw->change_key, 0},
                                   {"scheduled_at", VG_JF_STR, sched, 0}};
     vg_buf_init(&b, 0); /* no cap: vg_json_dump had none */
     vigil_code rc = VIGIL_OK;
@@ -452,20 +453,18 @@ static vigil_code log_dropped(struct vg_env *env, const struct vg_wake_req *req,
     const char *parts[] = {req->agent_id, "skipped-triggers", n};
     vg_sha256_hex_parts(key, parts, 3);
     snprintf(thread, sizeof thread, "%s:run:%s", req->agent_id, key);
-    struct new_wake nw = {key,
-                          req->agent_id,
-                          reason,
-                          req->reason_id,
-                          thread,
-                          NULL,
-                          "skipped",
-                          why,
-                          tokens,
-                          NULL,
-                          req->meta,
-                          req->reason == VG_REASON_TIMER,
-                          req->scheduled_ms,
-                          0};
+    struct new_wake nw = {.key = key,
+                          .agent = req->agent_id,
+                          .reason = reason,
+                          .reason_id = req->reason_id,
+                          .thread = thread,
+                          .status = "skipped",
+                          .skip_reason = why,
+                          .change_key = req->batch_identity,
+                          .tokens = tokens,
+                          .meta = req->meta,
+                          .timer = req->reason == VG_REASON_TIMER,
+                          .scheduled_ms = req->scheduled_ms};
     if ((rc = insert_run(env, &nw, &inserted, err)) || inserted)
         return rc;
     if (vg_store_in_tx(env->store) &&
@@ -578,20 +577,22 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         snprintf(thread, sizeof thread, "%s:session:%s", req->agent_id, req->session_id);
     else
         snprintf(thread, sizeof thread, "%s:run:%s", req->agent_id, key);
-    struct new_wake nw = {key,
-                          req->agent_id,
-                          reason,
-                          req->reason == VG_REASON_USER ? req->session_id : req->reason_id,
-                          thread,
-                          req->session_id,
-                          why ? "skipped" : "queued",
-                          why,
-                          tokens,
-                          req->seed_input,
-                          req->meta,
-                          req->reason == VG_REASON_TIMER,
-                          req->scheduled_ms,
-                          now};
+    struct new_wake nw = {.key = key,
+                          .agent = req->agent_id,
+                          .reason = reason,
+                          .reason_id =
+                              req->reason == VG_REASON_USER ? req->session_id : req->reason_id,
+                          .thread = thread,
+                          .session = req->session_id,
+                          .status = why ? "skipped" : "queued",
+                          .skip_reason = why,
+                          .change_key = req->batch_identity,
+                          .tokens = tokens,
+                          .seed = req->seed_input,
+                          .meta = req->meta,
+                          .timer = req->reason == VG_REASON_TIMER,
+                          .scheduled_ms = req->scheduled_ms,
+                          .now = now};
     if ((rc = insert_run(env, &nw, &inserted, err)))
         goto end;
     if (!inserted) {
@@ -1060,6 +1061,38 @@ static vigil_code state_set(struct vg_env *env, const char *agent, json_t *chang
     return rc;
 }
 
+/* What an ended wake moves in the agent's state: the time of its last wake, no next wake (a
+ * timer sets one again), and the last message the agent has seen (the head of its messages,
+ * when it has any: seed 003 section 5.3). */
+static json_t *ended_state(struct vg_env *env, const char *agent, const char *at, vigil_code *rc,
+                           vigil_error *err)
+{
+    char head[VG_RECORD_ID_MAX] = "";
+    vigil_error miss = {0};
+    *rc = vg_error_unless_missing(
+        err, &miss,
+        vg_link_pointer_get(env, "agent_head_message", agent, head, sizeof head, &miss));
+    if (*rc == VIGIL_ENOTFOUND)
+        *rc = VIGIL_OK;
+    if (*rc)
+        return NULL;
+    json_t *changes = json_pack("{s:s, s:n}", "last_wake_at", at, "next_wake_at");
+    if (changes && head[0] &&
+        json_object_set_new(changes, "recent_head_message_id", json_string(head))) {
+        json_decref(changes);
+        changes = NULL;
+    }
+    return changes;
+}
+
+static vigil_code state_set_ended(struct vg_env *env, const char *agent, const char *at,
+                                  vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    json_t *changes = ended_state(env, agent, at, &rc, err);
+    return rc ? rc : state_set(env, agent, changes, err);
+}
+
 /* Whether a failed run's end is the orchestrator's to act on: a spawned child's failure goes to
  * its parent (with its results), a task's run is tried again by the dispatcher up to its own
  * count. A generic retry as well ran the work again after the parent had been told, or after
@@ -1222,8 +1255,7 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                                   : json_pack("{s:s, s:n, s:i}", "run_status", "idle",
                                               "active_run_id", "failure_streak", 0),
                               err)) ||
-            (rc = state_set(env, job->agent_id,
-                            json_pack("{s:s, s:n}", "last_wake_at", at, "next_wake_at"), err)))
+            (rc = state_set_ended(env, job->agent_id, at, err)))
             goto out;
     } else if (outcome == VG_WAKE_FAILED || outcome == VG_WAKE_FAILED_FINAL) {
         const char *e = error_text && *error_text ? error_text : "run failed";

@@ -149,6 +149,60 @@ TEST(create_show_and_list_pages)
     test_rt_close(&t);
 }
 
+/* The ids of a listing's items, space separated, and its next cursor (into next, "" at the end). */
+static void listed(struct test_rt *t, const char *lifecycle, const char *cursor, int limit,
+                   char *ids, size_t n, char next[256])
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_list_lifecycle(t->rt, lifecycle, cursor, limit, 1, &text, E));
+    json_t *v = json_loads(text, 0, NULL), *a;
+    vigil_free(text);
+    ASSERT(v);
+    size_t i, at = 0;
+    ids[0] = '\0';
+    json_array_foreach (json_object_get(v, "items"), i, a)
+        at += (size_t)snprintf(ids + at, n - at, "%s%s", at ? " " : "",
+                               json_string_value(json_object_get(a, "id")));
+    const char *c = json_string_value(json_object_get(v, "next_cursor"));
+    snprintf(next, 256, "%s", c ? c : "");
+    json_decref(v);
+}
+
+/* Listing returns every agent there is, destroyed ones too, and one lifecycle of them when
+ * asked, page by page. proves: S3-056 */
+TEST(agents_list_whole_or_by_lifecycle)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_list_lifecycle");
+    char id[5][37], ids[400], want[400], next[256];
+    for (int i = 0; i < 5; i++)
+        create(&t, "agent", id[i]);
+    ASSERT_OK(vigil_agent_resume(t.rt, id[0], NULL, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, id[1], NULL, E));
+    ASSERT_OK(vigil_agent_pause(t.rt, id[1], NULL, E));
+    ASSERT_OK(vigil_agent_destroy(t.rt, id[2], NULL, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, id[4], NULL, E));
+    listed(&t, NULL, NULL, 10, ids, sizeof ids, next);
+    snprintf(want, sizeof want, "%s %s %s %s %s", id[0], id[1], id[2], id[3], id[4]);
+    ASSERT_STREQ(ids, want);
+    listed(&t, "active", NULL, 1, ids, sizeof ids, next); /* a page at a time */
+    ASSERT_STREQ(ids, id[0]);
+    ASSERT(next[0]);
+    listed(&t, "active", next, 1, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[4]);
+    ASSERT_STREQ(next, "");
+    listed(&t, "dormant", NULL, 10, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[1]);
+    listed(&t, "destroyed", NULL, 10, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[2]);
+    listed(&t, "created", NULL, 10, ids, sizeof ids, next);
+    ASSERT_STREQ(ids, id[3]);
+    char *text = NULL;
+    ASSERT_CODE(VIGIL_EINVAL,
+                vigil_agent_list_lifecycle(t.rt, "sleeping", NULL, 10, 1, &text, NULL));
+    test_rt_close(&t);
+}
+
 /* proves: S0-027 S0-028 S0-086 */
 TEST(state_revision_rejects_stale_writes)
 {
@@ -860,6 +914,41 @@ TEST(report_and_head_move_together)
     test_rt_close(&t);
 }
 
+/* Writing a report with the store failing at each of its calls in turn: the new report and
+ * its scope's head are committed together or not at all, so the head always names a committed
+ * report (the earlier one when the write failed). proves: S3-083 */
+TEST(a_report_and_its_head_are_written_in_one_transaction)
+{
+    struct test_rt t;
+    char id[37], name[48];
+    long calls = 0;
+    for (long nth = 0; nth == 0 || nth <= calls; nth++) {
+        snprintf(name, sizeof name, "report_head_fault_%ld", nth);
+        test_rt_open(&t, name);
+        create(&t, "r", id);
+        ASSERT_OK(vg_report_set(t.env, id, "current", "# v1", NULL, NULL, NULL, E));
+        struct vg_store *fault = NULL;
+        ASSERT_OK(vg_store_fault_wrap(t.env->store, &fault, E));
+        t.env->store = fault;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        vigil_code rc = vg_report_set(t.env, id, "current", "# v2", NULL, NULL, NULL, NULL);
+        if (!nth)
+            ASSERT((calls = vg_store_fault_calls(fault)) > 2);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        json_t *rep = NULL;
+        ASSERT_OK(vg_report_current(t.env, id, "current", &rep, E));
+        const char *md = json_string_value(json_object_get(rep, "markdown"));
+        struct vg_query q = {.kind = "report", .owner = id};
+        int64_t n = 0;
+        ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+        if (rc == VIGIL_OK ? strcmp(md, "# v2") || n != 2 : strcmp(md, "# v1") || n != 1)
+            TEST_FAIL_("store call %ld of %ld failed: write %s, head at \"%s\", %lld reports", nth,
+                       calls, vigil_code_name(rc), md, (long long)n);
+        json_decref(rep);
+        test_rt_close(&t);
+    }
+}
+
 /* The report of scope as vigil_report_get shows it (owned). */
 static json_t *report_read(struct test_rt *t, const char *id, const char *scope, int history)
 {
@@ -1368,6 +1457,7 @@ int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
     RUN(create_show_and_list_pages);
+    RUN(agents_list_whole_or_by_lifecycle);
     RUN(creating_an_agent_writes_all_of_it_or_nothing);
     RUN(state_revision_rejects_stale_writes);
     RUN(state_merge_at_any_revision_moves_the_revision_on);
@@ -1377,6 +1467,7 @@ int main(void)
     RUN(source_references_name_the_host_entities_an_agent_relies_on);
     RUN(immutable_records_are_updated_when_created);
     RUN(report_and_head_move_together);
+    RUN(a_report_and_its_head_are_written_in_one_transaction);
     RUN(reports_carry_confidence_sources_history_and_freshness);
     RUN(hard_delete_only_of_destroyed_removes_everything);
     RUN(pointer_counters_live_in_the_body);

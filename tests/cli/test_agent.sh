@@ -60,6 +60,17 @@ expect 0 subscription list --json
 case $OUT in *"$id"*) echo "FAIL: a destroyed agent's subscription is listed"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 expect 4 agent resume "$id"
 has "$ERR" "destroyed is final"
+# A destroyed agent is still listed (until it is deleted), and one lifecycle lists alone.
+# proves: S3-056
+expect 0 agent list --json
+has "$OUT" "$id"
+expect 0 agent list --lifecycle destroyed --json
+has "$OUT" "$id"
+case $OUT in *"$other_agent"*) echo "FAIL: --lifecycle destroyed lists a live agent"; fail_count ;; *) passed=$((passed + 1)) ;; esac
+expect 0 agent list --lifecycle created --json
+has "$OUT" "$other_agent"
+expect 2 agent list --lifecycle sleeping
+has "$ERR" "invalid lifecycle"
 expect 0 agent delete "$id"
 expect 3 agent show "$id"
 has "$ERR" "no agent"

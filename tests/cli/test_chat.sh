@@ -75,6 +75,8 @@ expect 2 chat
 
 # A provider configured so it cannot work is refused before a run starts: no failed run, no
 # message left in the conversation. `vigil serve` refuses to start on it.
+# proves: S3-006 (no key, no call: a hosted provider without its key is refused, and with none
+# configured the scripted model echoes and says so, above)
 expect 0 runs list --agent "$id" --limit 200 --json
 runs_before=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
 local_url=http://127.0.0.1:1/v1 # nothing listens there: nothing may be sent

@@ -438,9 +438,29 @@ TEST(duplicate_observation_across_processes)
     fx_close(&f);
 }
 
+static int bodies_cb(void *user, const struct vg_record *r)
+{
+    struct vg_buf *b = user;
+    vg_buf_puts(b, r->body);
+    vg_buf_putc(b, '\n');
+    return 0;
+}
+
+/* Every journal record body of a run, one a line (owned). */
+static char *bodies(struct vg_store *s, const char *run_id)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_query q = {.kind = "journal", .k1 = run_id};
+    ASSERT_OK(vg_store_scan(s, &q, bodies_cb, &b, E));
+    ASSERT_OK(vg_buf_finish(&b, E));
+    return vg_buf_detach(&b, NULL);
+}
+
 TEST(traces_and_totals)
 {
-    /* proves: S1-016 S2-020 */
+    /* proves: S1-016 S2-020 S0-125 (a run's trace: its run key and wake reason, each model
+     * call's latency, retries and cost, its tool calls and its policy decisions) */
     struct fx f;
     fx_open(&f, "jw_traces", 8);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
@@ -493,6 +513,13 @@ TEST(traces_and_totals)
     ASSERT_CONTAINS(
         show, "\"usage\":{\"cached_tokens\":600,\"input_tokens\":1050,\"output_tokens\":205}");
     ASSERT_CONTAINS(show, "\"cost_micros\":5000");
+    ASSERT_CONTAINS(show, "\"run_key\":\"k\"");
+    ASSERT_CONTAINS(show, "\"wake_reason\":\"message\"");
+    char *all = bodies(f.store, id);
+    ASSERT_CONTAINS(all, "\"latency_ms\":800");
+    ASSERT_CONTAINS(all, "\"attempts\":3");
+    ASSERT_CONTAINS(all, "\"cost_micros\":4500");
+    vg_free(all);
     ASSERT_CONTAINS(show, "\"model_calls\":2");
     ASSERT_CONTAINS(show, "\"tool_calls\":1");
     ASSERT_CONTAINS(show, "\"status\":\"completed\"");

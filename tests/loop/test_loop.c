@@ -143,6 +143,7 @@ static void run_replying(struct test_rt *t, const char *id, const char *thread, 
     "{\"response\":{\"tool_calls\":[{\"id\":\"c" #n "\",\"name\":\"echo\",\"arguments\":"          \
     "{\"text\":\"" arg "\"}}]}}"
 
+/* The model's end_turn text is kept (a thought) and returned. proves: S4-057 */
 TEST(reply_without_tools_completes)
 {
     struct test_rt t;
@@ -239,7 +240,9 @@ TEST(an_operators_input_is_accepted_appended_then_delivered)
     test_rt_close(&t);
 }
 
-/* Two parallel tool calls, then a final answer; the second request carries the whole turn. */
+/* Two parallel tool calls, then a final answer; the second request carries the whole turn:
+ * the calls went to the executor, their results were appended, and the model was called again.
+ * proves: S4-057 */
 TEST(tool_round_trip_with_parallel_calls)
 {
     struct test_rt t;

@@ -240,6 +240,7 @@ static const char *action_of(json_t *report, size_t i)
     return json_string_value(json_object_get(json_array_get(report, i), "action"));
 }
 
+/* proves: S2-029 */
 TEST(apply_creates_then_is_unchanged_then_updates)
 {
     struct test_rt t;
@@ -288,6 +289,13 @@ TEST(apply_creates_then_is_unchanged_then_updates)
     ASSERT_STREQ(json_string_value(json_array_get(changed, 1)), "limits");
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(r2, 0), "id")), id);
     json_decref(r2);
+    /* The stored definition follows the file, under a new version (the record's revision). */
+    int64_t rev3 = 0;
+    ASSERT_OK(vg_agent_get(t.env, id, &agent, &rev3, E));
+    ASSERT(rev3 > rev2);
+    ASSERT_STREQ(json_string_value(json_object_get(agent, "prompt")), "two");
+    ASSERT(!json_object_get(json_object_get(agent, "config"), "limits"));
+    json_decref(agent);
     /* An update is an ordinary change of the record spine: it replays from its records. */
     ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
 

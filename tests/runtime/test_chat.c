@@ -634,6 +634,44 @@ TEST(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs)
     test_rt_close(&t);
 }
 
+/* The compaction jobs of the agent's default chat thread. */
+static int64_t compaction_jobs(struct test_rt *t)
+{
+    char thread[200];
+    int64_t n = 0;
+    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    struct vg_query q = {.kind = "compaction_job", .owner = agent, .k1 = thread};
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+/* After each turn, compaction is considered for the turn's thread: nothing is scheduled while
+ * the thread's history is under its budget (51,200 tokens by default), and a job is once a turn
+ * takes it past it; the turns themselves all complete. proves: S0-044 */
+TEST(a_turn_that_takes_its_thread_past_its_budget_schedules_compaction)
+{
+    struct test_rt t;
+    char *out = NULL;
+    setup(&t, "chat_compaction_after_run");
+    size_t n = 40000; /* about 10,000 tokens a message */
+    char *text = vg_malloc(n + 1);
+    ASSERT(text);
+    memset(text, 'w', n);
+    text[n] = '\0';
+    int turn = 0;
+    for (; turn < 8 && compaction_jobs(&t) == 0; turn++) {
+        text[0] = (char)('a' + turn); /* each turn's message its own */
+        ASSERT_OK(vigil_chat(t.rt, agent, NULL, text, NULL, &out, E));
+        vigil_free(out);
+        if (turn < 2)
+            ASSERT_EQ(compaction_jobs(&t), 0); /* 20,000 tokens and less: under the budget */
+    }
+    ASSERT_EQ(compaction_jobs(&t), 1);
+    ASSERT(turn >= 3 && turn <= 6); /* scheduled the turn the history passed 51,200 tokens */
+    vg_free(text);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_turns_outcome_is_canonical_json_with_every_field);
@@ -645,5 +683,6 @@ int main(void)
     RUN(a_chat_turn_syncs_the_log_once_per_model_call);
     RUN(a_one_tool_turn_takes_the_stores_locks_few_times);
     RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
+    RUN(a_turn_that_takes_its_thread_past_its_budget_schedules_compaction);
     return 0;
 }

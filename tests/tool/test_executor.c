@@ -245,6 +245,45 @@ TEST(operation_ids_replay_instead_of_rerunning)
     test_rt_close(&t);
 }
 
+/* Every call through the gate carries an operation id, derived from its run key, and the tool
+ * is handed it to tag its effect with; a call with no run key to derive one from is refused
+ * before anything runs or is recorded, through the executor as through the public API.
+ * proves: S0-073 */
+TEST(a_mutating_call_without_an_operation_id_is_refused)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    char *out = NULL;
+    vigil_error err = {0};
+    open_rt(&t, "tool_no_op_id");
+    make_agent(&t, CFG_ALL, a);
+    json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
+    const char *no_key[] = {NULL, ""};
+    for (int i = 0; i < 2; i++) {
+        struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = no_key[i]};
+        ASSERT_CODE(VIGIL_EINVAL,
+                    vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, &err));
+        vg_tool_outcome_release(&o);
+        ASSERT_CODE(VIGIL_EINVAL,
+                    vigil_tool_call(t.rt, a, no_key[i], "host_write",
+                                    "{\"category\":\"cat-a\",\"title\":\"x\"}", &out, &err));
+        vigil_free(out);
+        out = NULL;
+    }
+    ASSERT_EQ(g_host.total, 0);
+    ASSERT_EQ(count_msgs(&t, a, "", "action"), 0);
+    /* With a run key: the call's operation id reaches the tool, which applied it once. */
+    call_tool(&t, a, "run-1", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_EQ(strlen(o.operation_id), 64);
+    ASSERT_EQ(host_applied(o.operation_id), 1);
+    ASSERT_EQ(g_host.total, 1);
+    vg_tool_outcome_release(&o);
+    json_decref(args);
+    test_rt_close(&t);
+}
+
 /* Operations are the agent's own: the same call under the same run key by another agent is
  * another operation with its own effect, never a replay of the first agent's result; the same
  * agent, run key and arguments replay, for every mutating tool kind. */
@@ -1253,6 +1292,7 @@ int main(void)
     RUN(success_records_action_and_result_with_envelopes);
     RUN(refusals_get_their_code_and_are_recorded);
     RUN(operation_ids_replay_instead_of_rerunning);
+    RUN(a_mutating_call_without_an_operation_id_is_refused);
     RUN(operation_ids_are_scoped_to_their_agent);
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);

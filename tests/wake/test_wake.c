@@ -2,10 +2,12 @@
  * test_wake.c: notifications, subscriptions, the wake queue and run log, leases, recovery, the
  * failure policy and self-notification suppression, all on the test clock (no sleeping).
  */
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "helpers/rt.h"
+#include "helpers/fault_store.h"
 #include "helpers/wake_runners.h"
 
 #include "agent/agent.h"
@@ -236,6 +238,190 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     json_decref(seed);
     vg_wake_runner_free(r);
     vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* A wake's log entry holds its run key (the record's id: the same key twice is one entry), its
+ * agent, reason and reason id, thread, status, the logical change that woke it (the batch's
+ * identity), when it was created, started and completed, and the error of a failed run.
+ * proves: S3-014 */
+TEST(a_wake_log_entry_holds_the_wakes_identity_times_and_outcome)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub[201], key[65], thread[200];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_log_entry");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, a, toks, 1, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req req = {.reason = VG_REASON_SUBSCRIPTION,
+                              .agent_id = a,
+                              .reason_id = sub,
+                              .batch_identity = "batch-7"};
+    ASSERT_OK(vg_wake_enqueue(&w, &req, key, &res, E));
+    json_t *run = run_get(&t, key);
+    snprintf(thread, sizeof thread, "%s:run:%s", a, key);
+    ASSERT_STREQ(js(run, "run_key"), key);
+    ASSERT_STREQ(js(run, "agent_id"), a);
+    ASSERT_STREQ(js(run, "reason"), "subscription");
+    ASSERT_STREQ(js(run, "reason_id"), sub);
+    ASSERT_STREQ(js(run, "thread_id"), thread);
+    ASSERT_STREQ(js(run, "status"), "queued");
+    ASSERT_STREQ(js(run, "logical_change_key"), "batch-7");
+    ASSERT(js(run, "created_at"));
+    ASSERT(json_is_null(json_object_get(run, "started_at")));
+    ASSERT(json_is_null(json_object_get(run, "completed_at")));
+    ASSERT(json_is_null(json_object_get(run, "error")));
+    json_decref(run);
+    struct vg_wake_job job;
+    int got = 0;
+    vg_test_clock_advance(&t.clock, 5);
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    run = run_get(&t, key);
+    ASSERT_STREQ(js(run, "status"), "started");
+    ASSERT(js(run, "started_at") && strcmp(js(run, "started_at"), js(run, "created_at")) > 0);
+    json_decref(run);
+    vg_test_clock_advance(&t.clock, 5);
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_FAILED_FINAL, "the model is down", E));
+    vg_wake_job_release(&job);
+    run = run_get(&t, key);
+    ASSERT_STREQ(js(run, "status"), "failed");
+    ASSERT_STREQ(js(run, "error"), "the model is down");
+    ASSERT(js(run, "completed_at") && strcmp(js(run, "completed_at"), js(run, "started_at")) > 0);
+    json_decref(run);
+    /* The same run key again is the same entry, not a second one. */
+    struct vg_wake_req tr = {
+        .reason = VG_REASON_TIMER, .agent_id = a, .reason_id = "tm-1", .scheduled_ms = 1000};
+    ASSERT_OK(vg_wake_enqueue(&w, &tr, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    ASSERT_OK(vg_wake_enqueue(&w, &tr, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_DUPLICATE);
+    ASSERT_EQ(count_runs(&t, a, "completed"), 1);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 0);
+    /* A wake the agent cannot take is logged skipped, with why. */
+    ASSERT_OK(vigil_agent_pause(t.rt, a, "test", E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_SKIPPED);
+    run = run_get(&t, key);
+    ASSERT_STREQ(js(run, "status"), "skipped");
+    ASSERT(js(run, "skip_reason"));
+    json_decref(run);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* Enqueueing a wake with the store failing at each of its calls in turn: the wake counter moves
+ * and the wake's log entry is written together or not at all, so a crash never leaves a counter
+ * value that no entry holds or one that the next wake would take again. proves: S3-015 */
+TEST(the_wake_counter_and_the_log_entry_are_written_in_one_transaction)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], name[48], key[65];
+    enum vg_enqueue_result res;
+    long calls = 0;
+    for (long nth = 0; nth == 0 || nth <= calls; nth++) {
+        snprintf(name, sizeof name, "wake_counter_fault_%ld", nth);
+        test_rt_open(&t, name);
+        make_agent(&t, a);
+        ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+        struct vg_wake_req first = {
+            .reason = VG_REASON_USER, .agent_id = a, .session_id = "s", .turn_id = "t1"};
+        ASSERT_OK(vg_wake_enqueue(&w, &first, key, &res, E));
+        struct vg_store *fault = NULL;
+        ASSERT_OK(vg_store_fault_wrap(t.env->store, &fault, E));
+        t.env->store = fault;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        struct vg_wake_req second = {
+            .reason = VG_REASON_USER, .agent_id = a, .session_id = "s", .turn_id = "t2"};
+        vigil_code rc = vg_wake_enqueue(&w, &second, key, &res, NULL);
+        if (!nth)
+            ASSERT((calls = vg_store_fault_calls(fault)) > 2);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        int64_t counter = 0, rev = 0;
+        ASSERT_OK(vg_wake_counter_read(t.env, a, &counter, &rev, E));
+        int64_t entries = count_runs(&t, a, "queued");
+        if (rc == VIGIL_OK ? counter != 2 || entries != 2 : counter != 1 || entries != 1)
+            TEST_FAIL_("store call %ld of %ld failed: enqueue %s, counter %lld, %lld entries", nth,
+                       calls, vigil_code_name(rc), (long long)counter, (long long)entries);
+        /* The next wake takes the next number, whatever happened. */
+        struct vg_wake_req third = {
+            .reason = VG_REASON_USER, .agent_id = a, .session_id = "s", .turn_id = "t3"};
+        ASSERT_OK(vg_wake_enqueue(&w, &third, key, &res, E));
+        ASSERT_EQ(res, VG_ENQ_NEW);
+        ASSERT_OK(vg_wake_counter_read(t.env, a, &counter, &rev, E));
+        ASSERT_EQ(counter, count_runs(&t, a, "queued"));
+        vg_wake_release(&w);
+        test_rt_close(&t);
+    }
+}
+
+/* One of two processes enqueueing an agent's wakes on one store at once. */
+struct enqueuer {
+    const char *path, *agent, *session;
+    vigil_code rc;
+    char msg[256];
+};
+
+#define ENQUEUES 25
+
+static void *enqueue_many(void *arg)
+{
+    struct enqueuer *q = arg;
+    vigil_runtime_options ro = {.store_uri = q->path};
+    vigil_runtime *rt = NULL;
+    struct vg_wake w;
+    vigil_error err = {0};
+    if ((q->rc = vigil_runtime_open(&ro, &rt, &err)) ||
+        (q->rc = vg_wake_init(&w, vg_runtime_env(rt), NULL, &err))) {
+        snprintf(q->msg, sizeof q->msg, "%s", err.message);
+        vigil_runtime_close(rt);
+        return NULL;
+    }
+    for (int i = 0; i < ENQUEUES && !q->rc; i++) {
+        char turn[32], key[65];
+        snprintf(turn, sizeof turn, "turn-%d", i);
+        struct vg_wake_req req = {.reason = VG_REASON_USER,
+                                  .agent_id = q->agent,
+                                  .session_id = q->session,
+                                  .turn_id = turn};
+        if ((q->rc = vg_wake_enqueue(&w, &req, key, NULL, &err)))
+            snprintf(q->msg, sizeof q->msg, "enqueue %d: %.200s", i, err.message);
+    }
+    vg_wake_release(&w);
+    vigil_runtime_close(rt);
+    return NULL;
+}
+
+/* Two runtimes enqueue wakes of one agent at the same time: each wake takes a counter value of
+ * its own (the counter ends at the number of wakes, each in the log once). proves: S3-015 */
+TEST(concurrent_enqueues_never_share_a_wake_counter_value)
+{
+    struct test_rt t;
+    char a[37];
+    test_rt_open(&t, "wake_counter_concurrent");
+    make_agent(&t, a);
+    struct enqueuer q[2] = {{.path = t.path, .agent = a, .session = "one"},
+                            {.path = t.path, .agent = a, .session = "two"}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(pthread_create(&th[i], NULL, enqueue_many, &q[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        if (q[i].rc)
+            TEST_FAIL_("enqueuer %d: %s", i, q[i].msg);
+    }
+    int64_t counter = 0, rev = 0;
+    ASSERT_OK(vg_wake_counter_read(t.env, a, &counter, &rev, E));
+    ASSERT_EQ(counter, 2 * ENQUEUES);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 2 * ENQUEUES);
     test_rt_close(&t);
 }
 
@@ -1077,6 +1263,53 @@ TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
     test_rt_close(&t);
 }
 
+/* A wake that succeeds after a failed one moves the agent's state: the last message it saw
+ * (the head of its messages, which its run appended), the time of its last wake, and its
+ * failure count back to 0. proves: S3-050 */
+TEST(a_successful_wake_records_its_head_message_time_and_resets_failures)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65], msg[37];
+    enum vg_enqueue_result res;
+    struct vg_wake_job job;
+    int got = 0;
+    test_rt_open(&t, "wake_success_state");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_FAILED, "the model is down", E));
+    vg_wake_job_release(&job);
+    json_t *rt = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(rt, "failure_streak")), 1);
+    json_decref(rt);
+    vg_test_clock_advance(&t.clock, 3600 * 1000); /* past the failure's backoff */
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    struct vg_message_in in = {
+        .agent_id = a, .thread_id = job.thread_id, .kind = VG_MSG_THOUGHT, .content = "seen it"};
+    ASSERT_OK(vg_message_append(t.env, &in, msg, E));
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    json_t *state = NULL;
+    ASSERT_OK(vg_state_get(t.env, a, &state, NULL, E));
+    ASSERT_STREQ(js(state, "recent_head_message_id"), msg);
+    char at[32];
+    vg_time_format_ms(at, t.clock.wall_ms);
+    ASSERT_STREQ(js(state, "last_wake_at"), at);
+    json_decref(state);
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(rt, "failure_streak")), 0);
+    json_decref(rt);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* proves: S0-096 */
 TEST(a_sleeping_agent_does_not_run_until_sleep_until)
 {
@@ -1115,6 +1348,10 @@ int main(void)
     test_wake_runners_provide();
     RUN(a_sleeping_agent_does_not_run_until_sleep_until);
     RUN(a_completed_run_emits_state_changed_and_resets_runtime_state);
+    RUN(a_wake_log_entry_holds_the_wakes_identity_times_and_outcome);
+    RUN(the_wake_counter_and_the_log_entry_are_written_in_one_transaction);
+    RUN(concurrent_enqueues_never_share_a_wake_counter_value);
+    RUN(a_successful_wake_records_its_head_message_time_and_resets_failures);
     RUN(classifier_puts_each_token_in_one_class);
     RUN(debounce_merges_rapid_tokens_into_one_batch_and_one_run);
     RUN(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch);

@@ -1,0 +1,116 @@
+/*
+ * test_wake_context.c: what an autonomous agent's model is sent when a wake runs it. Each wake
+ * is a thread of its own: the model gets the agent's prompt, its current report and every
+ * observation it recorded (the task-agent memory model, docs/memory.md) and the wake's delta,
+ * never an earlier wake's raw turns, which stay in the store as audit. What a wake records (its
+ * observations, its report) is what the next wake reads.
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "base/json.h"
+#include "loop/watch_model.h"
+#include "os/fs.h"
+#include "runtime/runtime_int.h"
+#include "wake/wake.h"
+
+/* Wake one: a note, a report, a last word; wake two: a word. */
+static const char cassette[] =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"record_observations\","
+    "\"arguments\":{\"notes\":[\"NOTE-ONE: the draft is half done\"]}}]}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"set_report\","
+    "\"arguments\":{\"scope\":\"current\",\"markdown\":\"## REPORT-ONE\\nhalf done\"}}]}},"
+    "{\"response\":{\"text\":\"TURN-ONE-WORDS\"}},"
+    "{\"response\":{\"text\":\"nothing new\"}}]}";
+
+static int has_text(json_t *v, const char *needle)
+{
+    char *text = vg_json_dump(v, 1);
+    int found = text && strstr(text, needle);
+    vg_free(text);
+    return found;
+}
+
+static void wake_once(struct test_rt *t, const char *agent, const char *token)
+{
+    struct vg_wake w;
+    char key[65];
+    enum vg_enqueue_result res;
+    const char *tokens[] = {token};
+    ASSERT_OK(vg_wake_init(&w, t->env, NULL, E));
+    struct vg_wake_req m = {
+        .reason = VG_REASON_MANUAL, .agent_id = agent, .tokens = tokens, .n_tokens = 1};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    vg_wake_release(&w);
+    int ran = 0;
+    ASSERT_OK(vigil_wake_process(t->rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+}
+
+/* proves: S3-036 S3-037 S3-038 S3-076 */
+TEST(a_wake_is_sent_the_report_every_observation_and_its_delta_not_earlier_turns)
+{
+    struct test_rt t;
+    struct watch_model wm;
+    char a[37], path[4200];
+    snprintf(path, sizeof path, "%s/model.json", vg_test_tmpdir("wake_context_model"));
+    ASSERT_OK(vg_fs_write_file(path, cassette, strlen(cassette), E));
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "wake_context");
+    vigil_agent_spec spec = {.name = "keeper",
+                             .kind = "task_agent",
+                             .mode = "autonomous",
+                             .prompt = "PROMPT: you look after a task.",
+                             .config_json = "{\"tools\":[\"set_report\",\"record_observations\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    ASSERT_OK(vg_runtime_prepare(t.rt, E));
+    watch_model_init(&wm, t.rt->model);
+    wm.keep = 1;
+    t.rt->model = &wm.base;
+
+    wake_once(&t, a, "task-7");
+    ASSERT_EQ(json_array_size(wm.requests), 3);
+    json_t *first = json_array_get(wm.requests, 0);
+    ASSERT(has_text(first, "PROMPT: you look after a task."));
+    ASSERT(has_text(first, "You woke up"));
+    ASSERT(!has_text(first, "REPORT-ONE")); /* no report yet */
+    /* At the wake's end its observation and its report are written. */
+    json_t *rep = NULL;
+    ASSERT_OK(vg_report_current(t.env, a, "current", &rep, E));
+    ASSERT_CONTAINS(json_string_value(json_object_get(rep, "markdown")), "REPORT-ONE");
+    json_decref(rep);
+
+    wake_once(&t, a, "task-8");
+    ASSERT_EQ(json_array_size(wm.requests), 4);
+    json_t *second = json_array_get(wm.requests, 3);
+    /* The prompt, the current report, every observation, the delta that woke it ... */
+    ASSERT(has_text(second, "PROMPT: you look after a task."));
+    ASSERT(has_text(second, "REPORT-ONE"));
+    ASSERT(has_text(second, "NOTE-ONE: the draft is half done"));
+    ASSERT(has_text(second, "task-8"));
+    /* ... and nothing of the first wake's raw turns: its delta, its calls, its words. */
+    ASSERT(!has_text(second, "task-7"));
+    ASSERT(!has_text(second, "TURN-ONE-WORDS"));
+    ASSERT(!has_text(second, "\"c1\""));
+    ASSERT(!has_text(second, "\"c2\""));
+    ASSERT_EQ(json_array_size(watch_model_messages(&wm, 3)), 1); /* the delta alone */
+    /* The first wake's turns are kept, as audit. */
+    struct vg_query q = {.kind = "message", .owner = a, .k2 = "thought"};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT(n >= 1);
+    t.rt->model = wm.inner;
+    watch_model_release(&wm);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(a_wake_is_sent_the_report_every_observation_and_its_delta_not_earlier_turns);
+    return 0;
+}
