@@ -218,7 +218,7 @@ static void random_work(struct device *d, const char *agent, unsigned *seed, int
     unsigned r = (*seed = *seed * 1103515245u + 12345u) >> 16;
     vigil_lifecycle lc;
     ASSERT_OK(vg_agent_lifecycle(d->env, agent, &lc, E));
-    switch (r % 6) {
+    switch (r % 8) {
     case 0:
     case 1:
         snprintf(text, sizeof text, "step %d", step);
@@ -246,6 +246,19 @@ static void random_work(struct device *d, const char *agent, unsigned *seed, int
             ASSERT_OK(vg_agent_transition(d->env, agent, VIGIL_LIFECYCLE_ACTIVE, "resume", E));
         else if (lc == VIGIL_LIFECYCLE_ACTIVE)
             ASSERT_OK(vg_agent_transition(d->env, agent, VIGIL_LIFECYCLE_DORMANT, "pause", E));
+        break;
+    case 6: /* the agent's config: a last-writer record */
+        if (lc != VIGIL_LIFECYCLE_DESTROYED) {
+            json_t *f = json_pack("{s:{s:i, s:i}}", "config", "step", step, "by", (int)(r % 1000));
+            ASSERT_OK(vg_agent_update(d->env, agent, f, E));
+            json_decref(f);
+        }
+        break;
+    case 7: /* the same tool call (one operation id) made on whichever devices reach it */
+        snprintf(text, sizeof text, "op-%d", step);
+        snprintf(changes, sizeof changes, "{\"status\":\"succeeded\",\"by\":%u}", r % 1000);
+        ASSERT_OK(vg_env_put_text(d->env, "operation", text, agent, "succeeded", "t", 0, changes,
+                                  VG_PUT_IF_ABSENT, E));
         break;
     default:
         snprintf(text, sizeof text, "report %d", step);
@@ -332,13 +345,15 @@ TEST(lifecycle_changes_sync_and_concurrent_ones_meet_by_precedence)
     device_close(&b);
 }
 
-/* The agent's revision counts local writes only: a device whose record is at a far higher
- * revision still takes a rename made after it by a device that had seen its changes.
+/* The agent's revision counts local writes only. B changes the agent six times (its revision far
+ * above A's); A takes that, then renames the agent. B's offer replayed to A afterwards (a stale
+ * copy in transit) leaves the rename; B takes the rename although its revision is higher.
  * proves: S0-087 */
 TEST(the_clock_decides_not_the_local_revision)
 {
     struct device a, b;
     char agent[37];
+    json_t *hello = NULL, *stale = NULL, *ag = NULL;
     device_open(&a, "sync_rev_a", 41);
     device_open(&b, "sync_rev_b", 42);
     create_agent(&a, "rev", agent);
@@ -348,23 +363,30 @@ TEST(the_clock_decides_not_the_local_revision)
         ASSERT_OK(vg_agent_update(b.env, agent, f, E));
         json_decref(f);
     }
-    both(&b, &a);
+    ASSERT_OK(vg_sync_hello(a.env, &hello, E));
+    ASSERT_OK(vg_sync_offer(b.env, hello, &stale, E));
+    ASSERT_OK(vg_sync_apply(a.env, stale, NULL, E));
     json_t *f = json_pack("{s:s}", "name", "renamed-on-a");
     ASSERT_OK(vg_agent_update(a.env, agent, f, E));
     json_decref(f);
     int64_t rev_a = 0, rev_b = 0;
-    json_t *ag = NULL;
     ASSERT_OK(vg_agent_get(a.env, agent, &ag, &rev_a, E));
     json_decref(ag);
     ASSERT_OK(vg_agent_get(b.env, agent, &ag, &rev_b, E));
     json_decref(ag);
     ASSERT(rev_b > rev_a);
+    ASSERT_OK(vg_sync_apply(a.env, stale, NULL, E));
+    ASSERT_OK(vg_agent_get(a.env, agent, &ag, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(ag, "name")), "renamed-on-a");
+    json_decref(ag);
     both(&a, &b);
     ASSERT_OK(vg_agent_get(b.env, agent, &ag, NULL, E));
     ASSERT_STREQ(json_string_value(json_object_get(ag, "name")), "renamed-on-a");
     ASSERT_EQ(json_integer_value(json_object_get(json_object_get(ag, "config"), "n")), 5);
     json_decref(ag);
     expect_same(&a, &b);
+    json_decref(hello);
+    json_decref(stale);
     device_close(&a);
     device_close(&b);
 }
