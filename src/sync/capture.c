@@ -51,9 +51,13 @@ const char *const vg_sync_state_scalars[4] = {
 
 /* ---- the log ------------------------------------------------------------------------------- */
 
-void vg_sync_entry_id(char *out, size_t size, const char *host, int64_t seq)
+void vg_sync_entry_id(char *out, size_t size, const char *host, int64_t seq, const char *id)
 {
-    snprintf(out, size, "%s:%016llx", host, (unsigned long long)seq);
+    /* The record's id first: the entry's row in the store's id index then lands beside the
+     * record's own, in a page the commit writes anyway (ids begin with their time). */
+    int n = snprintf(out, size, "%s@%s:%016llx", id, host, (unsigned long long)seq);
+    if (n < 0 || (size_t)n >= size)
+        snprintf(out, size, "@%s:%016llx", host, (unsigned long long)seq);
 }
 
 vigil_code vg_sync_entry_put(struct vg_store *s, const char *host, int64_t seq, const char *kind,
@@ -61,7 +65,7 @@ vigil_code vg_sync_entry_put(struct vg_store *s, const char *host, int64_t seq, 
 {
     char entry[VG_RECORD_ID_MAX];
     struct vg_buf body;
-    vg_sync_entry_id(entry, sizeof entry, host, seq);
+    vg_sync_entry_id(entry, sizeof entry, host, seq, id);
     vg_buf_init(&body, 0);
     vg_buf_puts(&body, "{\"kind\":");
     vg_json_put_string(&body, kind);
@@ -99,11 +103,12 @@ vigil_code vg_sync_top_seq(struct vg_store *s, const char *host, int64_t *out, v
 
 void vg_sync_clock_id(char *out, const char *kind, const char *id)
 {
-    if (snprintf(out, VG_RECORD_ID_MAX, "%s/%s", kind, id) >= VG_RECORD_ID_MAX) {
+    /* The record's id first, for the same reason as an entry's (vg_sync_entry_id). */
+    if (snprintf(out, VG_RECORD_ID_MAX, "%s/%s", id, kind) >= VG_RECORD_ID_MAX) {
         const char *parts[] = {kind, id};
         char hex[VG_SHA256_HEX_LEN + 1];
         vg_sha256_hex_parts(hex, parts, 2);
-        snprintf(out, VG_RECORD_ID_MAX, "%s/#%s", kind, hex);
+        snprintf(out, VG_RECORD_ID_MAX, "#%s/%s", hex, kind);
     }
 }
 

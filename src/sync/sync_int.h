@@ -15,8 +15,10 @@ struct vg_sync_ctx {
     int applying; /* an apply is writing: its writes are another device's, not captured */
 };
 
-/* The sequence log's entry id: "HOST:SEQ", SEQ as 16 hex digits (ids sort as numbers do). */
-void vg_sync_entry_id(char *out, size_t size, const char *host, int64_t seq);
+/* The sequence log's entry id: "ID@HOST:SEQ" for the entry (HOST, SEQ) naming record ID, SEQ as
+ * 16 hex digits; "@HOST:SEQ" when that is too long. One entry always has one id, so putting it
+ * again is a no-op. */
+void vg_sync_entry_id(char *out, size_t size, const char *host, int64_t seq, const char *id);
 /* Put the entry (host, seq) naming (kind, id) if absent; *added (may be NULL): whether it was.
  * Entries have no owner: removing an agent's records (a hard delete) leaves the log whole, so
  * no peer waits for ever for a hole. */
