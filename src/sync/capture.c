@@ -67,11 +67,15 @@ vigil_code vg_sync_entry_put(struct vg_store *s, const char *host, int64_t seq, 
     struct vg_buf body;
     vg_sync_entry_id(entry, sizeof entry, host, seq, id);
     vg_buf_init(&body, 0);
-    vg_buf_puts(&body, "{\"kind\":");
-    vg_json_put_string(&body, kind);
-    vg_buf_puts(&body, ",\"id\":");
-    vg_json_put_string(&body, id);
-    vg_buf_putc(&body, '}');
+    /* The kind is the row's k2 and the id leads the entry's own id: the body names the record
+     * only when its id did not fit there. */
+    if (entry[0] == '@') {
+        vg_buf_puts(&body, "{\"id\":");
+        vg_json_put_string(&body, id);
+        vg_buf_putc(&body, '}');
+    } else {
+        vg_buf_puts(&body, "{}");
+    }
     vigil_code rc = vg_buf_finish(&body, err);
     struct vg_record r = {.kind = "sync_log",
                           .id = entry,
@@ -361,14 +365,13 @@ static vigil_code join_tx(struct vg_env *env, vigil_error *err)
     vigil_code rc = read_host(env->store, host, &found, err);
     if (rc || found)
         return rc ? rc : install(env, host, err);
-    /* Two UUIDs' random hex, 32 digits: the version and variant nibbles are left out. */
+    /* A UUID's random hex, 16 digits (64 bits: the version and variant nibbles are left out):
+     * plenty to tell one person's devices apart, and written in every log entry twice. */
     size_t n = 0;
-    for (int k = 0; k < 2 && n < 32; k++) {
-        vg_ids_new(env->ids, uuid);
-        for (size_t i = 14; uuid[i] && n < 32; i++)
-            if (uuid[i] != '-' && i != 14 && i != 19)
-                host[n++] = uuid[i];
-    }
+    vg_ids_new(env->ids, uuid);
+    for (size_t i = 15; uuid[i] && n < VG_SYNC_HOST_DIGITS; i++)
+        if (uuid[i] != '-' && i != 19)
+            host[n++] = uuid[i];
     host[n] = '\0';
     struct vg_buf body;
     vg_buf_init(&body, 0);

@@ -163,12 +163,18 @@ static int entry_cb(void *user, const struct vg_record *r)
     struct offer_ctx *c = user;
     if (r->seq <= c->top && !asked(c->holes, r->seq))
         return 0; /* the receiver holds it */
-    json_t *body = json_loads(r->body, 0, NULL);
-    const char *kind = jstr(body, "kind"), *id = jstr(body, "id");
-    if (kind && id) {
+    /* The record's id leads the entry's, up to its last '@' (vg_sync_entry_id); one too long
+     * for that is in the body. The kind is the row's k2. */
+    json_t *body = r->id[0] == '@' ? json_loads(r->body, 0, NULL) : NULL;
+    const char *at = strrchr(r->id, '@');
+    char id[VG_RECORD_ID_MAX];
+    snprintf(id, sizeof id, "%.*s", at ? (int)(at - r->id) : 0, r->id);
+    if (jstr(body, "id"))
+        snprintf(id, sizeof id, "%s", jstr(body, "id"));
+    if (*id) {
         json_array_append_new(c->entries,
-                              json_pack("[s, I, s, s]", c->host, (json_int_t)r->seq, kind, id));
-        json_array_append_new(c->wanted, json_pack("[s, s]", kind, id));
+                              json_pack("[s, I, s, s]", c->host, (json_int_t)r->seq, r->k2, id));
+        json_array_append_new(c->wanted, json_pack("[s, s]", r->k2, id));
     }
     json_decref(body);
     return 0;

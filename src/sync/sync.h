@@ -20,7 +20,9 @@
 
 struct json_t;
 
-/* Bytes of a host id and its NUL: 32 lowercase hex digits. */
+/* A host id made here: 16 lowercase hex digits. One from a peer may be 1 to 64 printable bytes
+ * (state.h's names); VG_SYNC_HOST_SIZE holds this store's own and its NUL. */
+#define VG_SYNC_HOST_DIGITS 16
 #define VG_SYNC_HOST_SIZE 33
 
 /* How a record kind syncs. */

@@ -629,6 +629,11 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     say(&a, agent, "t", big); /* a payload record and its link */
+    /* A link whose id is too long to lead its log entry's id. */
+    char far[81]; /* a link id of 172 bytes */
+    memset(far, 'h', sizeof far - 1);
+    far[sizeof far - 1] = '\0';
+    ASSERT_OK(vg_link_add(a.env, agent, "agent_task", far, far, NULL, E));
     ASSERT_OK(vg_report_set(a.env, agent, "current", "all well", NULL, NULL, NULL, E));
     int64_t before = count_kind(&a, "sync_log", vg_sync_host(a.env));
     set_state(&a, agent, "{\"sleep_until\": \"2026-03-01T00:00:00Z\"}");
@@ -653,8 +658,12 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
         json_t *w;
         json_object_foreach (d, k2, w)
             if (!strncmp(k2, "sync_log/", 9) &&
-                !strcmp(json_string_value(json_object_get(json_object_get(w, "body"), "id")),
-                        slash + 1))
+                ((!strncmp(k2 + 9, slash + 1, strlen(slash + 1)) &&
+                  k2[9 + strlen(slash + 1)] == '@') ||
+                 (k2[9] == '@' && /* an id too long to lead the entry's is in its body */
+                  !strcmp(json_string_value(json_object_get(json_object_get(w, "body"), "id")),
+                          slash + 1))) &&
+                !strcmp(json_string_value(json_object_get(w, "k2")), kind))
                 found = 1;
         if (!found)
             TEST_FAIL_("%s has no log entry", key);
@@ -668,6 +677,10 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
         checked++;
     }
     ASSERT(checked >= (int)VG_ARRAY_LEN(kinds));
+    int fallbacks = 0;
+    json_object_foreach (d, key, v)
+        fallbacks += !strncmp(key, "sync_log/@", 10);
+    ASSERT_EQ(fallbacks, 1); /* the long link's entry */
     json_decref(d);
     /* The offer: one payload type, each record's subtype its kind, its body the store's. */
     json_t *hello = NULL, *offer = NULL;
@@ -688,6 +701,12 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
             subtypes += !strcmp(kind, kinds[k]);
     }
     ASSERT_EQ(subtypes, (int)json_array_size(json_object_get(offer, "records")));
+    ASSERT_OK(vg_sync_apply(b.env, offer, NULL, E));
+    json_t *targets = NULL;
+    ASSERT_OK(vg_link_targets(b.env, "agent_task", far, &targets, E));
+    ASSERT_EQ(json_array_size(targets), 1);
+    json_decref(targets);
+    expect_same(&a, &b);
     json_decref(hello);
     json_decref(offer);
     device_close(&a);
