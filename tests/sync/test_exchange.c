@@ -272,7 +272,7 @@ static void random_work(struct device *d, const char *agent, unsigned *seed, int
 
 /* Three devices work on one agent at once and exchange pairwise in a random order, many times;
  * then every pair exchanges until nothing moves. Whatever the order, all three hold the same.
- * proves: S0-087 S0-090 S0-180 S3-019 */
+ * proves: S0-087 S0-180 */
 TEST(three_devices_doing_concurrent_work_converge_in_any_order)
 {
     for (unsigned trial = 0; trial < 6; trial++) {
