@@ -7,6 +7,7 @@
  */
 #include "helpers/test.h"
 
+#include "helpers/pg_env.h"
 #include "helpers/seeded_ids.h"
 
 #include "agent/agent.h"
@@ -16,6 +17,7 @@
 #include "sync/sync.h"
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct device {
@@ -25,12 +27,16 @@ struct device {
     char path[4200];
 };
 
+/* Each device's store: a file in the test's folder, or with VIGIL_TEST_RT_PG set (CTest's
+ * sync_test_exchange_pg) a fresh schema of the test PostgreSQL server. */
 static void device_open(struct device *d, const char *name, uint64_t seed)
 {
     vigil_error err = {0};
     memset(d, 0, sizeof *d);
     vg_test_clock_init(&d->clock, 1767225600000);
     snprintf(d->path, sizeof d->path, "%s/agent.db", vg_test_tmpdir(name));
+    if (getenv("VIGIL_TEST_RT_PG"))
+        vg_test_pg_schema_uri(name, 1, d->path, sizeof d->path);
     vigil_runtime_options o = {.size = sizeof o, .store_uri = d->path, .create_if_missing = 1};
     if (vg_runtime_open_with(&o, &d->clock.base, vg_ids_seeded(&d->clock.base, seed), &d->rt, &err))
         TEST_FAIL_("could not open device %s: %s", name, err.message);
