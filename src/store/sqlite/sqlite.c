@@ -596,8 +596,10 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
             goto out;
         /* Steps 5, 6, 8, 9, 12, 22 and 23 change which indexes rows are in: the stored rows
          * get their kind's bits now (only those that differ, so a row already right is not
-         * rewritten; from 7 on a message's bits depend on its k2). */
-        int moves = v == 5 || v == 6 || v == 8 || v == 9 || v == 12 || v == 22 || v == 23;
+         * rewritten; from 7 on a message's bits depend on its k2). A store made by this
+         * upgrade (from version 0) has no rows to move. */
+        int moves = user_version > 0 &&
+                    (v == 5 || v == 6 || v == 8 || v == 9 || v == 12 || v == 22 || v == 23);
         for (int i = 0; moves && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
             int ix = slot_ix(i + 1, v), k2_bits = slot_k2_only(i + 1, v) ? IX_K2 : 0;
             if (ix == IX_ALL || (v >= 8 && ix == slot_ix(i + 1, v - 1)))
