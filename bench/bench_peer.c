@@ -20,6 +20,9 @@
  *   BENCH_BASE_URL=http://127.0.0.1:PORT/v1 BENCH_MODEL=steps-12 BENCH_AGENTS=50 \
  *   BENCH_MODE=sequential BENCH_STORE_DIR=$(mktemp -d) build/bench_peer
  * It prints per-step figures of its own to stderr (CPU of the work phase, store bytes).
+ * BENCH_VIGIL_SYNC=1 first syncs the store with an empty one beside it (vigil_sync_with), so
+ * the work runs on a store that has joined multi-device sync and logs every synced write
+ * (docs/sync.md): what syncing costs a step.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
 
@@ -271,6 +274,25 @@ static long long dir_bytes(const char *dir, const char *base)
     return total;
 }
 
+/* BENCH_VIGIL_SYNC=1: the store joins sync, through an exchange with an empty peer store. */
+static int join_sync(const struct bench *b, vigil_runtime *rt)
+{
+    char path[4200];
+    vigil_runtime *peer = NULL;
+    vigil_error err = {0};
+    char *summary = NULL;
+    snprintf(path, sizeof path, "%s/peer.db", b->store_dir);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
+    if (vigil_runtime_open(&o, &peer, &err) || vigil_sync_with(rt, peer, &summary, &err)) {
+        fprintf(stderr, "bench_peer: could not join sync: %s\n", err.message);
+        vigil_runtime_close(peer);
+        return -1;
+    }
+    vigil_free(summary);
+    vigil_runtime_close(peer);
+    return 0;
+}
+
 /* The documented variables that choose the model provider (docs/models.md). */
 static int point_model_at_mock(void)
 {
@@ -304,6 +326,8 @@ int main(void)
     int threads = b.concurrent && env_int("BENCH_VIGIL_THREADS", 0);
     if (!threads && open_runtime(&b, &rt))
         return 1;
+    if (env_int("BENCH_VIGIL_SYNC", 0) == 1 && (threads || join_sync(&b, rt)))
+        return fprintf(stderr, "bench_peer: BENCH_VIGIL_SYNC needs one runtime\n"), 1;
     double ready = 1e3 * bench_wall_s(), c0 = 1e3 * bench_cpu_s();
     int ok = 0, rc;
     if (!b.concurrent)

@@ -131,6 +131,7 @@ int cmd_reject(struct cli *c, int argc, char **argv);
 int cmd_approvals(struct cli *c, int argc, char **argv);
 int cmd_kill(struct cli *c, int argc, char **argv);
 int cmd_prune(struct cli *c, int argc, char **argv);
+int cmd_sync(struct cli *c, int argc, char **argv);
 int cmd_tool(struct cli *c, int argc, char **argv);
 int cmd_mcp(struct cli *c, int argc, char **argv);
 int cmd_mcp_serve(struct cli *c, int argc, char **argv);

@@ -44,6 +44,7 @@ static const struct cli_command commands[] = {
      "the store and its daemons, the queue, what waits for a person, what needs attention"},
     {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
     {"eval", cmd_eval, "run golden and adversarial scenarios against fake tools; a scorecard"},
+    {"sync", cmd_sync, "sync this store with another device's store, both ways"},
     {"token", cmd_token, "print the HTTP API's bearer token (creating it if needed)"},
 };
 

@@ -397,6 +397,24 @@ VIGIL_API vigil_code vigil_retention_hold(vigil_runtime *rt, const char *agent_o
 /* The holds as a JSON array of {"target":"agent:ID"|"run:ID","at":ms} (owned). */
 VIGIL_API vigil_code vigil_retention_holds(vigil_runtime *rt, char **json_out, vigil_error *err);
 
+/* ---- multi-device sync (docs/sync.md) ------------------------------------------------------ */
+
+/*
+ * Sync the store of rt with the store of peer, both ways: each sends the other the agents,
+ * states, messages, reports, links and operations it lacks, and each merges what it gets
+ * (docs/sync.md says how two devices' changes meet). A store that has not joined sync joins
+ * first: it gets a host id and every record it holds is logged once. Runtime state (runs,
+ * wakes, leases) never syncs. *summary_json (owned, vigil_free) is
+ * {"host","peer_host","sent":{entries,records,bytes,changed},"received":{...},"holes"}: sent
+ * is rt to peer, received peer to rt, changed the records the receiver stored or changed,
+ * holes the log entries still missing on either side (a third store holds them).
+ * Errors: ECONFLICT when both stores have one host id (a copied store), EINVAL for a peer's
+ * malformed record (nothing of that direction is written), the store's errors.
+ * Not thread-safe with other calls on either runtime.
+ */
+VIGIL_API vigil_code vigil_sync_with(vigil_runtime *rt, vigil_runtime *peer, char **summary_json,
+                                     vigil_error *err);
+
 /* ---- manifests (docs/manifests.md) --------------------------------------------------------- */
 
 /* Flags of vigil_agent_apply. */

@@ -349,6 +349,18 @@ vigil_code vg_source_refs(struct vg_env *env, const char *agent_id, const char *
 vigil_code vg_source_ref_agents(struct vg_env *env, const char *type, const char *source_id,
                                 json_t **out, vigil_error *err);
 
+/* ---- records from another device ------------------------------------------------------------ */
+
+/*
+ * A record multi-device sync has just stored here for the first time (r as stored, borrowed),
+ * taken into the projections derived from it (agent/adopt.c): a message moves its thread's head
+ * and the agent's head to itself when it sorts last by (message number, id), and raises the
+ * agent's message counter to its number; a report does the same for its scope's head; a new
+ * agent gets an idle runtime state, a new state its agent's state pointer. Other kinds: nothing.
+ * In the caller's transaction.
+ */
+vigil_code vg_spine_adopt(struct vg_env *env, const struct vg_record *r, vigil_error *err);
+
 /* ---- replay property ------------------------------------------------------------------------ */
 
 /*

@@ -351,6 +351,10 @@ void vg_env_release(struct vg_env *env)
         env->task_ends_free(env->task_ends);
     env->task_ends = NULL;
     env->task_ends_free = NULL;
+    if (env->sync_free)
+        env->sync_free(env->sync);
+    env->sync = NULL;
+    env->sync_free = NULL;
     if (env->windows_free)
         env->windows_free(env->windows);
     env->windows = NULL;

@@ -76,6 +76,11 @@ struct vg_env {
     /* The loop's context windows kept between runs (src/loop/window_cache.c), the same way. */
     void *windows;
     void (*windows_free)(void *windows);
+    /* Multi-device sync's capture (src/sync/capture.c): this store's host id and the write
+     * hook's state, set when the store has joined sync; freed by vg_env_release through its
+     * own function. NULL: the store does not sync. */
+    void *sync;
+    void (*sync_free)(void *sync);
     /* Compaction's tallies of the tokens not yet covered by a summary, per thread
      * (src/memory/compact.c), the same way. */
     void *compact_tallies;

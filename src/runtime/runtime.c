@@ -15,6 +15,7 @@
 #include "os/fs.h"
 #include "runtime/options.h"
 #include "runtime/runtime_int.h"
+#include "sync/sync.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
 
@@ -115,6 +116,11 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_
     rt->env.notify.fn_user = rt;
     vg_store_set_tx_hook(rt->env.store, signal_commit, rt->env.store);
     vg_runtime_judge_wire(rt);
+    /* A store that has joined multi-device sync logs every synced write (docs/sync.md). */
+    if ((rc = vg_sync_attach(&rt->env, err))) {
+        vigil_runtime_close(rt);
+        return rc;
+    }
     *out = rt;
     return VIGIL_OK;
 fail:

@@ -246,6 +246,9 @@ struct vg_store_methods {
 
 /* Called after the outermost transaction commits (committed = 1) or rolls back (0). */
 typedef void (*vg_store_tx_cb)(void *user, int committed);
+/* Called after a record was written (vg_store_set_write_hook). */
+typedef vigil_code (*vg_store_write_fn)(void *user, const struct vg_record *r, int updated,
+                                        vigil_error *err);
 /* Waits for a sync of the store begun after the call (vg_store_share_syncs). */
 typedef vigil_code (*vg_store_sync_wait_fn)(void *user, vigil_error *err);
 
@@ -304,6 +307,8 @@ struct vg_store {
      * outcome where it waits, however many rounds end before it resumes. */
     struct vg_round_waiter *round_waiters;
     int read_batches; /* read batches open (vg_store_read_batch), for a fiber that parks */
+    vg_store_write_fn write_hook; /* vg_store_set_write_hook; NULL: none */
+    void *write_hook_user;
 };
 
 #endif

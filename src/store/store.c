@@ -82,6 +82,12 @@ void vg_store_close(struct vg_store *s)
     vg_free(s);
 }
 
+void vg_store_set_write_hook(struct vg_store *s, vg_store_write_fn fn, void *user)
+{
+    s->write_hook = fn;
+    s->write_hook_user = user;
+}
+
 void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user)
 {
     s->on_tx_end = cb;
@@ -492,6 +498,18 @@ static vigil_code note_write(struct vg_store *s, vigil_code rc)
         }                                                                                          \
     } while (0)
 
+/* A write the write hook sees (vg_store_set_write_hook) must share its transaction with what the
+ * hook writes for it, so a lone write gets a transaction of its own. */
+#define HOOKED_TX(s, call)                                                                         \
+    do {                                                                                           \
+        if ((s)->write_hook && (s)->depth == 0) {                                                  \
+            vigil_code tx_rc_ = vg_store_begin((s), err);                                          \
+            if (tx_rc_ != VIGIL_OK)                                                                \
+                return tx_rc_;                                                                     \
+            return vg_store_end((s), (call), err);                                                 \
+        }                                                                                          \
+    } while (0)
+
 /* The record as the adapter stores it: its body without the values its columns hold (body.h),
  * in packed when that differs. Debug builds check that reading gives the body back: every
  * test of the sanitizer build so checks each record it writes. Release builds do not, since
@@ -523,15 +541,21 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
                         int *inserted, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_put(s, r, flags, inserted, err));
+    HOOKED_TX(s, vg_store_put(s, r, flags, inserted, err));
     SETTLE_DURABILITY(s);
     struct vg_record stored;
     struct vg_buf packed;
+    int added = 1;
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
     if ((rc = pack(r, &stored, &packed, err)) == VIGIL_OK)
-        rc = note_write(s, s->methods->put(s, &stored, flags, inserted, err));
+        rc = note_write(s, s->methods->put(s, &stored, flags, &added, err));
     vg_buf_release(&packed);
+    if (inserted)
+        *inserted = added;
+    if (rc == VIGIL_OK && added && s->write_hook)
+        rc = note_write(s, s->write_hook(s->write_hook_user, r, 0, err));
     return rc;
 }
 
@@ -539,6 +563,7 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
                            vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_update(s, r, expected_rev, err));
+    HOOKED_TX(s, vg_store_update(s, r, expected_rev, err));
     SETTLE_DURABILITY(s);
     struct vg_record stored;
     struct vg_buf packed;
@@ -548,6 +573,8 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
     if ((rc = pack(r, &stored, &packed, err)) == VIGIL_OK)
         rc = note_write(s, s->methods->update(s, &stored, expected_rev, err));
     vg_buf_release(&packed);
+    if (rc == VIGIL_OK && s->write_hook)
+        rc = note_write(s, s->write_hook(s->write_hook_user, r, 1, err));
     return rc;
 }
 

@@ -189,6 +189,14 @@ vigil_code vg_store_scan_ids(struct vg_store *s, const struct vg_query *q, struc
                              vigil_error *err);
 void vg_id_list_release(struct vg_id_list *l);
 
+/*
+ * Install the write hook (one per store; NULL removes): fn is called after every put that
+ * inserted and every update that succeeded, inside the writing transaction (a write made outside
+ * one gets its own), with the record as the caller wrote it and updated = 1 for an update. What
+ * fn writes joins that transaction; a failure fails the write. Multi-device sync's capture
+ * (src/sync/capture.c) is its one user: a store that does not sync has none and pays one test.
+ */
+void vg_store_set_write_hook(struct vg_store *s, vg_store_write_fn fn, void *user);
 /* Install the end-of-transaction hook (one per store; NULL removes). */
 void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user);
 /* In the end-of-transaction hook: whether the transaction wrote anything. */

@@ -81,6 +81,8 @@ static const struct row rows[] = {
     {"wake_run", "w-1", "a", "queued", "user", 1},
     {"wake_run", "w-2", "a", "started", "timer", 2},
     {"agent_lease", "b", "b", "holder-1", "", 9000},
+    {"sync_log", "m1@h:0000000000000001", "", "h", "message", 1},
+    {"sync_clock", "a/agent", "a", "agent", "", 0},
 };
 
 static int row_cmp(const void *x, const void *y)
@@ -178,7 +180,8 @@ static void check_all_shapes(struct vg_store *s)
                  {"task", "ready", "worker"},
                  {"wake_run", "queued", "user"},
                  {"agent_change", "agent", "a"},
-                 {"agent_lease", "holder-1", ""}};
+                 {"agent_lease", "holder-1", ""},
+                 {"sync_log", "h", "message"}};
     for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
         for (unsigned sh = 0; sh < 256; sh++)
             check_shape(s, kinds[k].kind, kinds[k].k1, kinds[k].k2, sh);
@@ -249,9 +252,9 @@ TEST(upgrade_from_every_version)
          * journal keys and agent change records. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
-                  2);
+                  3);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
-                                   "('link', 'agent_lease')"),
+                                   "('link', 'agent_lease', 'sync_clock')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_agent "
                                    "WHERE owner = 'a' AND ix & 64"),
@@ -295,6 +298,14 @@ TEST(upgrade_from_every_version)
          * its expiry moved) is found under its new keys and in no index under the old. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'agent_lease' AND "
                                    "ix <> (32 | 4)"),
+                  0);
+        /* Schema 23: sync's log entries are in the k1 index only, record clocks in the owner
+         * index only. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'sync_log' AND "
+                                   "ix <> 4"),
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'sync_clock' AND "
+                                   "ix <> 32"),
                   0);
         struct vg_record rel = {"agent_lease", "b", "b", "", "", 0, 0, 7, "{\"released\":1}"};
         ASSERT_OK(vg_store_update(s, &rel, 1, E));

@@ -231,46 +231,54 @@ static const struct {
      * tries first the statement that sets k1 and keeps seq). A guess, as keys_fixed is. */
     int status_moves;
     int ix22; /* from schema 22 (0: as before) */
+    int ix23; /* from schema 23 (0: as before) */
 } LEAN_KINDS[] = {
     /* Every kind is in (kind, owner, seq), (owner) or (owner, kind, ...): remove_owner deletes
      * through them. */
     /* journal: a run's (owner + k1); k2 a filter */
     {"journal", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0, 0,
-     0, 0},
+     0, 0, 0},
     /* message: a thread's (owner + k1); an agent's observations (owner + k2); by agent: verify */
     {"message", IX_AGENT | IX_AGENT_K2, IX_AGENT | IX_K2, IX_AGENT | IX_K2,
      IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation", 0, 0, 0, 0,
-     0},
+     0, 0},
     /* link: an end's targets (k1); by agent: verify */
     {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1,
-     IX_OWNER_SEQ | IX_K1, NULL, 1, 0, 0, 0, 0},
+     IX_OWNER_SEQ | IX_K1, NULL, 1, 0, 0, 0, 0, 0},
     /* run_tool_call: a run's (owner + k1) */
     {"run_tool_call", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0,
-     0, 0, 0, 0},
+     0, 0, 0, 0, 0},
     {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL,
-     1, 1, 0, 0, 0}, /* by id */
+     1, 1, 0, 0, 0, 0}, /* by id */
     /* run: by agent, by status; all runs (k2 = "") */
     {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ,
-     IX_ALL & ~IX_SEQ, NULL, 1, 0, 0, 0, 0},
+     IX_ALL & ~IX_SEQ, NULL, 1, 0, 0, 0, 0, 0},
     {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL, 1,
-     1, 0, 0, 0}, /* by id */
+     1, 0, 0, 0, 0}, /* by id */
     /* Schema 9: a run's idempotency keys, read by id only, and an agent's change records, read
      * by agent (verify), go with the agent's other rows of a commit: each was an entry in five
      * indexes, two to three a run. */
-    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0},
-    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0},
+    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0, 0},
+    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0, 0},
     /* Schema 12: a task (owner "") is read by status (k1) and listed whole (seq); no query
      * names its owner or k2 (an agent kind), and (kind, owner, seq) stays for remove_owner.
      * Each status move rewrote its (kind, owner, k1) entry too, three to four a task. */
     {"task", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_OWNER_SEQ | IX_K1 | IX_SEQ, 1,
-     0},
+     0, 0},
     /* Schema 12: a wake is read by agent and status, by status, by agent and listed whole;
      * no query names its k2 (the reason), an entry each wake's insert wrote. */
-    {"wake_run", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_ALL & ~IX_K2, 1, 0},
+    {"wake_run", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_ALL & ~IX_K2, 1, 0, 0},
     /* Schema 22: an agent's lease is read by id and counted by holder (k1); its holder and its
      * expiry (seq, which every index ends in) move at every claim, renewal and release, and
      * each such write rewrote its entry in all five indexes. remove_owner finds it by owner. */
-    {"agent_lease", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, IX_OWNER | IX_K1},
+    {"agent_lease", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, IX_OWNER | IX_K1, 0},
+    /* Schema 23: multi-device sync's log (src/sync/capture.c), one entry a synced write, is read
+     * by host and number (k1, seq) and by id; its owner is always "", so remove_owner never
+     * looks for it. Each entry was a row in every index: five pages more a commit of a synced
+     * store. A record's clock (sync_clock) is read by id only and rewritten at each write of
+     * its record; remove_owner finds it by owner. */
+    {"sync_log", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 1, 0, 0, 0, IX_K1},
+    {"sync_clock", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 1, 1, 0, 0, 0, IX_OWNER},
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -291,6 +299,7 @@ static int kind_slot(const char *kind)
 static int slot_ix(int slot, int schema)
 {
     return !slot                                       ? IX_ALL
+           : schema >= 23 && LEAN_KINDS[slot - 1].ix23 ? LEAN_KINDS[slot - 1].ix23
            : schema >= 22 && LEAN_KINDS[slot - 1].ix22 ? LEAN_KINDS[slot - 1].ix22
            : schema >= 12 && LEAN_KINDS[slot - 1].ix12 ? LEAN_KINDS[slot - 1].ix12
            : schema >= 10                              ? LEAN_KINDS[slot - 1].ix10
@@ -454,6 +463,9 @@ static const char *const migrations[] = {
     /* 22: an agent's lease leaves every index but the owner and k1 ones (LEAN_KINDS); migrate()
      * moves the stored rows over. */
     ("SELECT 1;"),
+    /* 23: multi-device sync's log entries and record clocks leave the indexes their queries do
+     * not use (LEAN_KINDS); migrate() moves the stored rows over. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
@@ -582,10 +594,12 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         char sql[64];
         if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
             goto out;
-        /* Steps 5, 6, 8, 9, 12 and 22 change which indexes rows are in: the stored rows get
-         * their kind's bits now (only those that differ, so a row already right is not
-         * rewritten; from 7 on a message's bits depend on its k2). */
-        int moves = v == 5 || v == 6 || v == 8 || v == 9 || v == 12 || v == 22;
+        /* Steps 5, 6, 8, 9, 12, 22 and 23 change which indexes rows are in: the stored rows
+         * get their kind's bits now (only those that differ, so a row already right is not
+         * rewritten; from 7 on a message's bits depend on its k2). A store made by this
+         * upgrade (from version 0) has no rows to move. */
+        int moves = user_version > 0 &&
+                    (v == 5 || v == 6 || v == 8 || v == 9 || v == 12 || v == 22 || v == 23);
         for (int i = 0; moves && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
             int ix = slot_ix(i + 1, v), k2_bits = slot_k2_only(i + 1, v) ? IX_K2 : 0;
             if (ix == IX_ALL || (v >= 8 && ix == slot_ix(i + 1, v - 1)))
