@@ -195,7 +195,8 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
 {
     struct vg_env *env = c->env;
     const char *agent = c->q->agent_id;
-    vigil_code rc = vg_agent_get(env, agent, &c->parent, NULL, err);
+    /* Read only: the executor's gate read it just before, so this is the memo's. */
+    vigil_code rc = vg_agent_get_shared(env, agent, &c->parent, err);
     if (rc)
         return rc;
     json_t *config = json_object_get(c->parent, "config");
@@ -216,8 +217,10 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
         f->granted = has_string(json_object_get(req, "allowed_tools"), "spawn_agents") &&
                      has_string(json_object_get(config, "tools"), "spawn_agents");
     }
+    /* Only a cooldown reads when the parent last had a child admitted: three scans a call,
+     * which a parent without one (the default) does not pay. */
     int64_t last = -1;
-    if ((rc = last_admitted(env, agent, &last, err)))
+    if (f->cooldown_ms > 0 && (rc = last_admitted(env, agent, &last, err)))
         return rc;
     f->since_last_ms = last < 0 ? -1 : vg_env_now(env) - last;
     if ((rc = vg_kill_read_on(env, &c->kill, err)))
@@ -541,16 +544,18 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
     return rc;
 }
 
-/* One request's answer, as the calling agent reads it (owned; NULL when out of memory). */
+/* One request's answer, as the calling agent reads it (owned; NULL when out of memory). The
+ * verdict's name, its reason (admit.c's text) and the run key (hex) are ASCII already: not
+ * checked again as UTF-8. */
 static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v,
                          const char *reason, const char *child, const char *key)
 {
     json_t *a = json_object();
     int bad = !a || json_object_set_new(a, "index", json_integer(index)) ||
-              json_object_set_new(a, "decision", json_string(vg_orch_verdict_name(v))) ||
-              json_object_set_new(a, "reason", json_string(reason)) ||
+              json_object_set_new(a, "decision", json_string_nocheck(vg_orch_verdict_name(v))) ||
+              json_object_set_new(a, "reason", json_string_nocheck(reason)) ||
               (child && json_object_set_new(a, "child_agent", json_string(child))) ||
-              (key && json_object_set_new(a, "run_key", json_string(key))) ||
+              (key && json_object_set_new(a, "run_key", json_string_nocheck(key))) ||
               json_object_set_new(a, "depth", json_integer(c->base.parent_depth + 1));
     if (bad) {
         json_decref(a);
@@ -591,7 +596,15 @@ static int journal_decision(struct call *c, int index, enum vg_orch_verdict v, c
     const char *kind = v == VG_ORCH_DENIED              ? "spawn-denied"
                        : v == VG_ORCH_AWAITING_APPROVAL ? "spawn-awaiting-approval"
                                                         : "spawn-admitted";
-    return json_array_append_new(c->journal, json_pack("{s:s, s:s}", "kind", kind, "reason", why));
+    /* Not json_pack: parsing its format cost more than building the object (about 6 k
+     * instructions a decision). */
+    json_t *d = json_object();
+    if (!d || json_object_set_new(d, "kind", json_string_nocheck(kind)) ||
+        json_object_set_new(d, "reason", json_string(why))) {
+        json_decref(d);
+        return 1;
+    }
+    return json_array_append_new(c->journal, d);
 }
 
 /* The decision as recorded (one entry of the call's spawn_call record, its text written from

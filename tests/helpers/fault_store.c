@@ -11,9 +11,11 @@
 struct fault_store {
     struct vg_store base; /* must stay first */
     struct vg_store *inner;
-    long calls;      /* port calls seen since the last arm */
-    long nth;        /* fail this call (1-based); 0: off */
-    vigil_code code; /* what the failing call returns */
+    long calls;       /* port calls seen since the last arm */
+    long nth;         /* fail this call (1-based); 0: off */
+    vigil_code code;  /* what the failing call returns */
+    char watched[64]; /* a kind whose scans are counted ("": none) */
+    long scans;       /* scans of it since the last arm */
 };
 
 static int trip(struct fault_store *f, vigil_error *err, const char *what, vigil_code *rc)
@@ -94,6 +96,7 @@ static vigil_code fault_scan(struct vg_store *s, const struct vg_query *q, vg_re
                              void *user, vigil_error *err)
 {
     TRIP("scan");
+    F->scans += F->watched[0] && q->kind && !strcmp(q->kind, F->watched);
     return INNER->methods->scan(INNER, q, cb, user, err);
 }
 
@@ -178,6 +181,7 @@ vigil_code vg_store_fault_wrap(struct vg_store *inner, struct vg_store **out, vi
 void vg_store_fault_arm(struct vg_store *s, long nth, vigil_code code)
 {
     F->calls = 0;
+    F->scans = 0;
     F->nth = nth;
     F->code = code;
 }
@@ -185,4 +189,15 @@ void vg_store_fault_arm(struct vg_store *s, long nth, vigil_code code)
 long vg_store_fault_calls(struct vg_store *s)
 {
     return F->calls;
+}
+
+void vg_store_fault_watch(struct vg_store *s, const char *kind)
+{
+    snprintf(F->watched, sizeof F->watched, "%s", kind ? kind : "");
+    F->scans = 0;
+}
+
+long vg_store_fault_scans(struct vg_store *s)
+{
+    return F->scans;
 }

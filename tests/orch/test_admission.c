@@ -7,6 +7,7 @@
 
 #include "agent/agent.h"
 #include "base/json.h"
+#include "helpers/fault_store.h"
 #include "orch/orch.h"
 #include "os/fs.h"
 #include "store/store.h"
@@ -789,6 +790,52 @@ TEST(agents_kept_between_calls_follow_every_change_to_them)
     test_rt_close(&t);
 }
 
+/* The scans of spawn_decision records (a person's approvals) one spawn call of `agent` makes
+ * (vigil_tool_call, the gate's included), counted by the wrapper `counting` (vg_store_fault_wrap,
+ * failing nothing). */
+static long call_record_scans(struct test_rt *t, struct vg_store *counting, const char *agent,
+                              const char *run_key)
+{
+    vg_store_fault_arm(counting, 0, VIGIL_OK);
+    json_t *v = call(t, agent, run_key, "spawn_agents",
+                     "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\"}]}");
+    long scans = vg_store_fault_scans(counting);
+    ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+    json_decref(v);
+    return scans;
+}
+
+/* Only a parent with a cooldown has its spawn calls read when it last had a child admitted (its
+ * latest admitting spawn_call, and a person's latest approval: three scans a call); without one,
+ * the default, a call reads none of them (the approvals are what is counted here: the waiting
+ * calls are read for other reasons). */
+TEST(only_a_parent_with_a_cooldown_reads_when_it_last_spawned)
+{
+    struct test_rt t;
+    char plain[37], cool[37], w[37];
+    test_rt_open(&t, "orch_cooldown_reads");
+    make_agent(&t, "plain", "lead", SPAWNER, plain);
+    make_agent(&t, "cool", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"cooldown_ms\":1000}}",
+               cool);
+    make_agent(&t, "w", "worker", "{}", w);
+    struct vg_store *counting = NULL; /* closed with the runtime, and the store it wraps */
+    ASSERT_OK(vg_store_fault_wrap(t.env->store, &counting, E));
+    t.env->store = counting;
+    vg_store_fault_watch(counting, "spawn_decision");
+    ASSERT_EQ(call_record_scans(&t, counting, plain, "p-0"), 0);
+    ASSERT_EQ(call_record_scans(&t, counting, plain, "p-1"), 0);
+    ASSERT(call_record_scans(&t, counting, cool, "c-0") > 0);
+    /* The cooldown still holds where it is set, and ends. */
+    json_t *v =
+        call(&t, cool, "c-1", "spawn_agents", "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\"}]}");
+    ASSERT_CONTAINS(field(child(v, 0), "reason"), "cooldown");
+    json_decref(v);
+    vg_test_clock_advance(&t.clock, 2000);
+    ASSERT(call_record_scans(&t, counting, cool, "c-2") > 0);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -807,6 +854,7 @@ int main(void)
     RUN(a_spawn_call_records_all_its_decisions_in_one_record);
     RUN(decisions_stored_one_a_record_before_spawn_call_still_read);
     RUN(a_child_started_by_another_process_between_calls_counts_against_the_cap);
+    RUN(only_a_parent_with_a_cooldown_reads_when_it_last_spawned);
     RUN(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_their_records);
     RUN(a_spawn_calls_answer_text_says_what_its_tree_says_in_every_record);
     RUN(agents_kept_between_calls_follow_every_change_to_them);
