@@ -234,6 +234,13 @@ VIGIL_API vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, c
                                       vigil_error *err);
 
 /*
+ * The agent's lifecycle alone, in *out: what vigil_agent_show's "lifecycle" says, without
+ * reading and encoding the rest of the agent (about a tenth of the work). Errors: ENOTFOUND.
+ */
+VIGIL_API vigil_code vigil_agent_lifecycle(vigil_runtime *rt, const char *agent_id,
+                                           vigil_lifecycle *out, vigil_error *err);
+
+/*
  * An agent's report of one scope ("current", "daily", "weekly" or "monthly"; NULL: current),
  * read without a model call, as JSON {agent_id, scope, report, history?}: the report is
  * {id, scope, markdown, seq, created_at, confidence?, sources?, stale_at, stale} (stale_at null

@@ -183,9 +183,12 @@ void vg_http_chat_route(struct vg_req *r)
         return;
     }
     if (accept && strstr(accept, "text/event-stream")) {
-        /* Refuse what the turn would refuse before promising a stream. */
-        vigil_code rc = vigil_agent_show(r->rt, r->params[0], &out, &err);
-        vigil_free(out);
+        /* Refuse what the turn would refuse before promising a stream: an agent not stored.
+         * Its lifecycle alone says so; vigil_agent_show read, decoded and encoded the whole
+         * agent to be thrown away (180,000 instructions a streamed turn: docs/internals/PERF.md,
+         * session 36). */
+        vigil_lifecycle lc;
+        vigil_code rc = vigil_agent_lifecycle(r->rt, r->params[0], &lc, &err);
         if (rc) {
             vg_req_fail(r, rc, &err);
             return;

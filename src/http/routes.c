@@ -901,9 +901,14 @@ int vg_http_route_waits(const struct vg_route *route)
 }
 
 /* Does path match pattern, segment by segment? {name} takes one segment of id characters. */
+/* Whether path fits pattern, its {...} parts copied into params. Only the first byte of each
+ * param is cleared first: a param is read up to its NUL, so the rest of a slot need not be
+ * zeroed for every route tried (768 bytes a route, most of what finding a late route cost:
+ * docs/internals/PERF.md, session 36). */
 static int match(const char *pattern, const char *path, char params[3][256])
 {
     int np = 0;
+    params[0][0] = params[1][0] = params[2][0] = '\0';
     while (*pattern && *path) {
         if (pattern[0] == '{') {
             size_t n = strcspn(path, "/");
@@ -931,7 +936,6 @@ int vg_http_route_find(const char *method, const char *path, const struct vg_rou
 {
     int path_known = 0;
     for (size_t i = 0; i < vg_http_n_routes; i++) {
-        memset(params, 0, 3 * 256);
         if (!match(vg_http_routes[i].pattern, path, params))
             continue;
         path_known = 1;

@@ -392,17 +392,25 @@ vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id, vigil_err
     return rc ? rc : vg_agent_delete(&rt->env, agent_id, err);
 }
 
-vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil_error *err)
+vigil_code vigil_agent_lifecycle(vigil_runtime *rt, const char *agent_id, vigil_lifecycle *out,
+                                 vigil_error *err)
 {
-    vigil_lifecycle lc;
     CHECK_RT(rt);
     if (!agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    if (!out)
+        return VG_FAIL(err, VIGIL_EINVAL, "no lifecycle output given");
     if (!*agent_id)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"\"");
     /* The agent record's k1 column answers without parsing its body. */
-    vigil_code rc = vg_agent_lifecycle(&rt->env, agent_id, &lc, err);
+    vigil_code rc = vg_agent_lifecycle(&rt->env, agent_id, out, err);
     if (rc == VIGIL_EINVAL) /* an id the store cannot even hold (too long): still no agent */
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%.80s\"", agent_id);
     return rc;
+}
+
+vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil_error *err)
+{
+    vigil_lifecycle lc;
+    return vigil_agent_lifecycle(rt, agent_id, &lc, err);
 }

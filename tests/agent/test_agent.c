@@ -48,9 +48,11 @@ TEST(lifecycle_transitions_follow_the_diagram)
                 ASSERT_EQ(rc, VIGIL_ESTATE);
                 ASSERT_CONTAINS(err.message, vg_lifecycle_name((vigil_lifecycle)from));
             }
-            vigil_lifecycle now;
+            vigil_lifecycle now, shown;
             ASSERT_OK(vg_agent_lifecycle(t.env, id, &now, E));
             ASSERT_EQ(now, ok[from][to] ? to : from);
+            ASSERT_OK(vigil_agent_lifecycle(t.rt, id, &shown, E)); /* the public reading */
+            ASSERT_EQ(shown, now);
         }
     }
     test_rt_close(&t);

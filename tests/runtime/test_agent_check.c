@@ -26,12 +26,14 @@ static void call_all(vigil_runtime *rt, const char *id, const char *dir)
     char *out = NULL, key[65], id37[37];
     int n = 0;
     int64_t count = 0;
+    vigil_lifecycle lc;
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         memset(&err, 0, sizeof err);                                                               \
         expect_no_agent((call), &err, id, __LINE__);                                               \
     } while (0)
     CHECK(vigil_agent_show(rt, id, &out, &err));
+    CHECK(vigil_agent_lifecycle(rt, id, &lc, &err));
     CHECK(vigil_agent_pause(rt, id, NULL, &err));
     CHECK(vigil_agent_resume(rt, id, NULL, &err));
     CHECK(vigil_agent_destroy(rt, id, NULL, &err));

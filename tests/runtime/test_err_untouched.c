@@ -57,6 +57,12 @@ static vigil_code step_show(struct ctx *c, vigil_error *err)
     return rc;
 }
 
+static vigil_code step_lifecycle(struct ctx *c, vigil_error *err)
+{
+    vigil_lifecycle lc;
+    return vigil_agent_lifecycle(c->rt, c->agent, &lc, err);
+}
+
 static vigil_code step_list(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
@@ -246,6 +252,7 @@ static const struct {
     {"vigil_tool_register", step_register},
     {"vigil_agent_create", step_create},
     {"vigil_agent_show", step_show},
+    {"vigil_agent_lifecycle", step_lifecycle},
     {"vigil_agent_list", step_list},
     {"vigil_budget_usage (nothing used yet)", step_budget},
     {"vigil_wake_runs (none yet)", step_wake_runs},
