@@ -272,13 +272,43 @@ int vg_jscan_key_is(const char *key, size_t len, const char *want)
     return strlen(want) == len && memcmp(key, want, len) == 0;
 }
 
-static int scalar(struct vg_jscan *s, int c, int64_t *v)
+static int digits(const unsigned char **p, const unsigned char *end)
+{
+    const unsigned char *q = *p;
+    while (*p < end && **p >= '0' && **p <= '9')
+        (*p)++;
+    return *p > q;
+}
+
+/* Step over a number of JSON's grammar, fraction and exponent too, reading no value. */
+static int number_span(struct vg_jscan *s)
+{
+    const unsigned char *p = s->p, *end = s->end;
+    p += p < end && *p == '-';
+    if (p < end && *p == '0')
+        p++;
+    else if (!digits(&p, end))
+        return decline(s);
+    if (p < end && *p == '.' && (++p, !digits(&p, end)))
+        return decline(s);
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        p += p < end && (*p == '+' || *p == '-');
+        if (!digits(&p, end))
+            return decline(s);
+    }
+    s->p = p;
+    return 0;
+}
+
+/* reals: a number with a fraction or an exponent is stepped over (vg_jscan_skip_span). */
+static int scalar(struct vg_jscan *s, int c, int64_t *v, int reals)
 {
     switch (c) {
     case '"':
         return string(s, NULL);
     case '0':
-        return number(s, v);
+        return reals ? number_span(s) : number(s, v);
     case 'n':
         return literal(s, "null");
     case 't':
@@ -311,7 +341,7 @@ int vg_jscan_int(struct vg_jscan *s, int64_t *v)
     return vg_jscan_peek(s) == '0' ? number(s, v) : decline(s);
 }
 
-int vg_jscan_skip(struct vg_jscan *s)
+static int skip(struct vg_jscan *s, int reals)
 {
     int base = s->depth;
     for (;;) {
@@ -321,7 +351,7 @@ int vg_jscan_skip(struct vg_jscan *s)
         if (c == '{' || c == '[') {
             if (vg_jscan_enter(s, c) != 0)
                 return -1;
-        } else if (scalar(s, c, NULL) != 0) {
+        } else if (scalar(s, c, NULL, reals) != 0) {
             return -1;
         }
         /* On to the next value to step over, leaving the containers that end. */
@@ -335,6 +365,16 @@ int vg_jscan_skip(struct vg_jscan *s)
                 break;
         }
     }
+}
+
+int vg_jscan_skip(struct vg_jscan *s)
+{
+    return skip(s, 0);
+}
+
+int vg_jscan_skip_span(struct vg_jscan *s)
+{
+    return skip(s, 1);
 }
 
 int vg_jscan_end(struct vg_jscan *s)

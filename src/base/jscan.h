@@ -46,6 +46,12 @@ int vg_jscan_string(struct vg_jscan *s, struct vg_buf *b, size_t *at);
 int vg_jscan_int(struct vg_jscan *s, int64_t *v);
 /* Step over the next value, whatever it is, checking it. */
 int vg_jscan_skip(struct vg_jscan *s);
+/* The same, also over numbers with a fraction or an exponent, for a reader that takes only the
+ * value's text (its span, copied byte for byte) and reads no number in it: there is no value
+ * to match jansson's on, so nothing to decline for (a real too large for a double, which
+ * jansson refuses, is stepped over). The journal's kept records hold tool arguments, whatever
+ * numbers they have (trial J1 of session 36: a confidence of 0.8 made a run unreadable). */
+int vg_jscan_skip_span(struct vg_jscan *s);
 /* Nothing but white space after the top value. */
 int vg_jscan_end(struct vg_jscan *s);
 /* Whether the key (from vg_jscan_next) is this one. */

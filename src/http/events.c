@@ -1062,9 +1062,11 @@ static int64_t mono_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* A stream of one agent gets its agent's events and the kill switches' (which name no agent:
+ * the global and class switches stop this agent too; trial J2 of session 36). */
 static int wanted(const struct stream *s, const struct event *e)
 {
-    if (s->agent[0] && strcmp(s->agent, e->agent))
+    if (s->agent[0] && strcmp(s->agent, e->agent) && strcmp(e->kind, "kill"))
         return 0;
     if (!s->kinds[0])
         return 1;
@@ -1128,7 +1130,8 @@ static void stream_gap(struct stream *s)
 }
 
 /* Behind the ring (ring_oldest): the next page of the log into s->out, read without holding
- * ev->mu, so the poller and the other streams go on meanwhile. */
+ * ev->mu, so the poller and the other streams go on meanwhile. The page is of every agent,
+ * filtered by put_event as the ring is: the kill events an agent's stream gets name no agent. */
 static void stream_catch_up(struct stream *s, int64_t ring_oldest)
 {
     struct vg_events *ev = s->ev;
@@ -1139,8 +1142,7 @@ static void stream_catch_up(struct stream *s, int64_t ring_oldest)
     if (!s->lagging)
         stream_gap(s);
     pthread_mutex_lock(&ev->log_mu);
-    vigil_code rc = vigil_events_read(ev->log_rt, s->pos - 1, s->agent[0] ? s->agent : NULL,
-                                      LOG_PAGE, &text, &err);
+    vigil_code rc = vigil_events_read(ev->log_rt, s->pos - 1, NULL, LOG_PAGE, &text, &err);
     pthread_mutex_unlock(&ev->log_mu);
     json_t *page = rc ? NULL : json_loads(text, 0, NULL);
     vigil_free(text);

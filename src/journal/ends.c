@@ -187,7 +187,8 @@ struct kept_in {
     struct vg_buf buf;
 };
 
-/* The message's kept record (member), run id and prev_id, read with the scanner. */
+/* The message's kept record (member), run id and prev_id, read with the scanner; the member
+ * is taken as its text, so a real number in it (a tool's arguments) is stepped over. */
 static int end_member(const char *body, const char *member, struct kept_in *k)
 {
     struct vg_jscan sc;
@@ -203,7 +204,7 @@ static int end_member(const char *body, const char *member, struct kept_in *k)
     while ((r = vg_jscan_next(&sc, &key, &len)) == 1) {
         if (vg_jscan_key_is(key, len, member)) {
             k->text = (const char *)sc.p;
-            if (vg_jscan_skip(&sc) < 0)
+            if (vg_jscan_skip_span(&sc) < 0)
                 return -1;
             k->len = (size_t)((const char *)sc.p - k->text);
         } else if (vg_jscan_key_is(key, len, "prev_id")) {
@@ -212,7 +213,7 @@ static int end_member(const char *body, const char *member, struct kept_in *k)
         } else if (vg_jscan_key_is(key, len, "run_id")) {
             if (vg_jscan_string(&sc, &k->buf, &at) < 0 || at == (size_t)-1)
                 return -1;
-        } else if (vg_jscan_skip(&sc) < 0) {
+        } else if (vg_jscan_skip_span(&sc) < 0) {
             return -1;
         }
     }
@@ -246,7 +247,7 @@ static int end_parts(const char *text, size_t n, struct kept_parts *p)
     if (p->has_at && (vg_jscan_int(&sc, &p->at) < 0 || vg_jscan_next(&sc, &key, &len) != 1))
         return -1;
     p->form = (const char *)sc.p;
-    if (vg_jscan_peek(&sc) != '{' || vg_jscan_skip(&sc) < 0)
+    if (vg_jscan_peek(&sc) != '{' || vg_jscan_skip_span(&sc) < 0)
         return -1;
     p->form_len = (size_t)((const char *)sc.p - p->form);
     int r = vg_jscan_next(&sc, &key, &len);

@@ -328,6 +328,37 @@ static int jscan_whole(const char *text, size_t len)
     return vg_jscan_skip(&s) == 0 && vg_jscan_end(&s) == 0 ? 0 : -1;
 }
 
+/* A span reader (vg_jscan_skip_span) steps over numbers of every form JSON has, and over
+ * nothing else: the journal keeps tool arguments with real numbers in them (trial J1). */
+TEST(jscan_span_steps_over_real_numbers)
+{
+    static const struct {
+        const char *text;
+        int taken;
+    } cases[] = {
+        {"{\"a\":[0.8,-2.5e-3,1E+9,0,-0,12,1234567890123456789,0.80000000000000004]}", 1},
+        {"[1.]", 0},
+        {"[.5]", 0},
+        {"[1e]", 0},
+        {"[1e+]", 0},
+        {"[01.5]", 0},
+        {"[-.5]", 0},
+        {"[1.5.5]", 0},
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        struct vg_jscan s;
+        vg_jscan_init(&s, cases[i].text, strlen(cases[i].text));
+        int taken = vg_jscan_skip_span(&s) == 0 && vg_jscan_end(&s) == 0;
+        if (taken != cases[i].taken)
+            TEST_FAIL_("case %zu (%s): taken %d", i, cases[i].text, taken);
+        json_t *j = json_loads(cases[i].text, 0, NULL);
+        if (taken != (j != NULL))
+            TEST_FAIL_("case %zu: jansson %s it", i, j ? "takes" : "refuses");
+        json_decref(j);
+    }
+    ASSERT_EQ(jscan_whole("[0.8]", 5), -1); /* vg_jscan_skip still declines it */
+}
+
 /* The reader without a tree takes only what jansson's decoder takes, and declines what it
  * would not match exactly; what it reads is what jansson reads. */
 TEST(jscan_takes_only_what_jansson_takes)
@@ -419,6 +450,7 @@ int main(void)
 {
     RUN(codes_have_text_and_statuses);
     RUN(jscan_takes_only_what_jansson_takes);
+    RUN(jscan_span_steps_over_real_numbers);
     RUN(fail_fills_error_and_returns_code);
     RUN(buf_grows_and_caps);
     RUN(buf_integers_and_bytes);

@@ -5,7 +5,8 @@
  * daemon restarts, Last-Event-ID resumes from the log with nothing lost and nothing repeated,
  * and new events go on above every position given before (past a hole); a Last-Event-ID past the
  * log (events lost before their sync) gets a gap back to the log's next position. The ring is 4
- * events here, so a few turns are enough to fall behind it.
+ * events here, so a few turns are enough to fall behind it. A stream of one agent gets the kill
+ * switches' events too, live and from the log.
  */
 #include "base/common.h"
 
@@ -21,6 +22,11 @@ static char agent[64];
 static void chat(const char *text)
 {
     live_chat(&L, agent, text);
+}
+
+static void chat_as(const char *who, const char *text)
+{
+    live_chat(&L, who, text);
 }
 
 /* Read a stream opened after last_id until it holds the event with id want_last. */
@@ -127,10 +133,66 @@ TEST(resume_from_the_log_across_a_restart)
     ASSERT_EQ(live_event_ids(all, got, 256) > 0 ? got[0] : -1, next);
 }
 
+static void kill_switch(int on)
+{
+    struct live_resp r = {0};
+    ASSERT_EQ(live_req(&L, "POST", "/v1/kill",
+                       on ? "{\"on\":true,\"reason\":\"incident 1\"}" : "{\"on\":false}", NULL, 1,
+                       &r),
+              200);
+    live_resp_free(&r);
+}
+
+/* The id of the first event of this kind in a stream's text; -1 when none. */
+static long long first_id_of(const char *text, const char *kind)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "\nevent: %s\n", kind);
+    const char *e = strstr(text, needle), *p = e;
+    while (p && p > text && strncmp(p, "id: ", 4))
+        p--;
+    return p && !strncmp(p, "id: ", 4) ? atoll(p + 4) : -1;
+}
+
+/* The global switch stops every agent, so a front end that watches one agent (agent=) must see
+ * it go on: kill events name no agent and pass the filter, from the ring and from the log
+ * (trial J2 of session 36: both left them out). */
+TEST(an_agents_stream_gets_the_kill_switch)
+{
+    static char mine[32768], all[32768], again[32768];
+    size_t ml = 0, al = 0, gl = 0;
+    char watched[64], path[128];
+    live_agent_create(&L, "watched", watched, sizeof watched);
+    snprintf(path, sizeof path, "/v1/events?agent=%s", watched);
+    int fm = live_stream_open(&L, path, NULL), fa = live_stream_open(&L, "/v1/events", NULL);
+    ASSERT(live_stream_until(fm, mine, sizeof mine, &ml, ": vigil events"));
+    ASSERT(live_stream_until(fa, all, sizeof all, &al, ": vigil events"));
+    kill_switch(1);
+    ASSERT(live_stream_until(fa, all, sizeof all, &al, "event: kill"));
+    ASSERT(live_stream_until(fm, mine, sizeof mine, &ml, "event: kill"));
+    ASSERT_CONTAINS(mine, "incident 1");
+    kill_switch(0);
+    for (int i = 0; i < 3; i++)
+        chat_as(watched, "after the switch"); /* the switch's event leaves the ring of 4 */
+    live_stream_runs(fm, mine, sizeof mine, &ml, 3);
+    close(fm);
+    close(fa);
+    long long kid = first_id_of(all, "kill");
+    ASSERT(kid > 0);
+    char from[32];
+    snprintf(from, sizeof from, "%lld", kid - 1);
+    int fg = live_stream_open(&L, path, from);
+    ASSERT(live_stream_until(fg, again, sizeof again, &gl, "event: run.ended"));
+    close(fg);
+    ASSERT_CONTAINS(again, "event: gap"); /* from the log, behind the ring */
+    ASSERT_EQ(first_id_of(again, "kill"), kid);
+}
+
 int main(void)
 {
     live_start(&L, "http-events-log", small_ring);
     RUN(resume_from_the_log_across_a_restart);
+    RUN(an_agents_stream_gets_the_kill_switch);
     live_stop(&L);
     return 0;
 }

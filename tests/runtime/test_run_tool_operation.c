@@ -42,17 +42,18 @@ static vigil_code answer(void *user, const vigil_tool_call_info *call, const cha
     return *out_result_json ? VIGIL_OK : VIGIL_ENOMEM;
 }
 
-static vigil_runtime *open_app(const char *dir, struct seen *s)
+static const char two_calls[] =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"answer\",\"arguments\":"
+    "{\"size\":10}}]}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"answer\",\"arguments\":"
+    "{\"size\":9000}}]}},"
+    "{\"response\":{\"text\":\"done\"}}]}";
+
+static vigil_runtime *open_app_with(const char *dir, struct seen *s, const char *text)
 {
     char path[4200], cassette[4200];
     snprintf(cassette, sizeof cassette, "%s/model.json", dir);
-    const char *text =
-        "{\"vigil_cassette\":1,\"exchanges\":["
-        "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"answer\",\"arguments\":"
-        "{\"size\":10}}]}},"
-        "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"answer\",\"arguments\":"
-        "{\"size\":9000}}]}},"
-        "{\"response\":{\"text\":\"done\"}}]}";
     ASSERT_OK(vg_fs_write_file(cassette, text, strlen(text), E));
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
@@ -70,6 +71,11 @@ static vigil_runtime *open_app(const char *dir, struct seen *s)
                                                "{\"type\":\"integer\"}},\"required\":[\"size\"]}"};
     ASSERT_OK(vigil_tool_register(rt, &def, answer, s, E));
     return rt;
+}
+
+static vigil_runtime *open_app(const char *dir, struct seen *s)
+{
+    return open_app_with(dir, s, two_calls);
 }
 
 /* The n-th item of a listing page. */
@@ -137,9 +143,49 @@ TEST(a_call_made_by_hand_ends_in_the_words_of_a_run_tool_call)
     vigil_runtime_close(rt);
 }
 
+/* Arguments with real numbers (a report's confidence, a temperature): the run's calls read back.
+ * The journal's readers stepped over a kept record with a scanner that declined any number
+ * with a fraction, and took that as a corrupt message: `vigil runs show` and `runs tools` of
+ * the run, and of every earlier run of its thread, failed with "message ... cannot be read"
+ * (trial J1 of session 36). */
+TEST(a_call_with_real_numbers_in_its_arguments_reads_back)
+{
+    static const char reals[] =
+        "{\"vigil_cassette\":1,\"exchanges\":["
+        "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"answer\",\"arguments\":"
+        "{\"size\":4,\"ratio\":0.8,\"scale\":-2.5e-3}}]}},"
+        "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"set_report\",\"arguments\":"
+        "{\"scope\":\"daily\",\"markdown\":\"up\",\"confidence\":0.8}}]}},"
+        "{\"response\":{\"text\":\"done\"}}]}";
+    struct seen s = {.n = 0};
+    vigil_runtime *rt = open_app_with(vg_test_tmpdir("run_tool_reals"), &s, reals);
+    char agent[37], *out = NULL;
+    vigil_agent_spec spec = {.name = "Reals",
+                             .config_json = "{\"tools\":[\"answer\",\"set_report\"]}"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vigil_chat(rt, agent, NULL, "go", NULL, &out, E));
+    json_t *turn = json_loads(out, 0, NULL);
+    vigil_free(out);
+    const char *run_id = json_string_value(json_object_get(turn, "run_id"));
+    ASSERT(run_id);
+    ASSERT_OK(vigil_run_tools(rt, run_id, NULL, 0, &out, E));
+    json_t *list = json_loads(out, 0, NULL);
+    vigil_free(out);
+    ASSERT_EQ((int64_t)json_array_size(json_object_get(list, "items")), 2);
+    for (size_t i = 0; i < 2; i++)
+        ASSERT_STREQ(json_string_value(json_object_get(item(list, i), "status")), "succeeded");
+    ASSERT_CONTAINS(json_string_value(json_object_get(item(list, 0), "input_preview")), "0.8");
+    ASSERT_OK(vigil_run_show(rt, run_id, &out, E));
+    vigil_free(out);
+    json_decref(list);
+    json_decref(turn);
+    vigil_runtime_close(rt);
+}
+
 int main(void)
 {
     RUN(every_view_of_a_run_tool_call_names_the_operation_id_its_callback_got);
     RUN(a_call_made_by_hand_ends_in_the_words_of_a_run_tool_call);
+    RUN(a_call_with_real_numbers_in_its_arguments_reads_back);
     return 0;
 }
