@@ -501,17 +501,27 @@ struct outputs {
     json_t *texts;
 };
 
-static void add_output(struct scenario *s, const json_t *t, void *user)
+/* The recorded call t (a run's tool list item) when it is of o's tool, parsed (owned); NULL
+ * otherwise. */
+static json_t *call_of_tool(struct scenario *s, const json_t *t, const struct outputs *o)
 {
-    struct outputs *o = user;
     const char *id = json_string_value(json_object_get(t, "tool_call_id"));
     const char *name = json_string_value(json_object_get(t, "name"));
     char *text = NULL;
     vigil_error err = {0};
     if (!id || !name || strcmp(name, o->tool) || vigil_run_tool(s->rt, id, &text, &err))
-        return;
+        return NULL;
     json_t *call = json_loads(text, 0, NULL);
     vigil_free(text);
+    return call;
+}
+
+static void add_output(struct scenario *s, const json_t *t, void *user)
+{
+    struct outputs *o = user;
+    json_t *call = call_of_tool(s, t, o);
+    if (!call)
+        return;
     char *out = json_dumps(json_object_get(call, "output"), JSON_COMPACT | JSON_ENCODE_ANY);
     if (out)
         json_array_append_new(o->texts, json_string(out));
@@ -662,14 +672,9 @@ static int subset_of(const json_t *want, const json_t *got)
 static void add_input(struct scenario *s, const json_t *t, void *user)
 {
     struct outputs *o = user;
-    const char *id = json_string_value(json_object_get(t, "tool_call_id"));
-    const char *name = json_string_value(json_object_get(t, "name"));
-    char *text = NULL;
-    vigil_error err = {0};
-    if (!id || !name || strcmp(name, o->tool) || vigil_run_tool(s->rt, id, &text, &err))
+    json_t *call = call_of_tool(s, t, o);
+    if (!call)
         return;
-    json_t *call = json_loads(text, 0, NULL);
-    vigil_free(text);
     json_t *input = json_object_get(call, "input");
     json_array_append(o->texts, input ? input : json_null());
     json_decref(call);
