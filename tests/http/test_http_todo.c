@@ -102,7 +102,7 @@ static int woken_by(const char *agent, const char *token)
 
 TEST(the_domain_is_off_until_its_database_exists)
 {
-    json_t *v = call(404, "GET", "/v1/todo/categories/work/tasks", NULL);
+    json_t *v = call(404, "GET", "/v1/todo/categories/chores/tasks", NULL);
     ASSERT_STREQ(str(v, "code"), "ENOTFOUND");
     ASSERT_CONTAINS(str(v, "message"), "task domain is off");
     json_decref(v);
@@ -112,9 +112,9 @@ TEST(a_person_edits_tasks_over_http_and_the_task_agent_follows)
 {
     char task[64], agent[64], path[300], item[64], follow[64];
     /* The database made by the command, the daemon started again to take it. */
-    todo_cli("category add work", NULL, 0);
+    todo_cli("category add chores", NULL, 0);
     live_restart(&L, NULL);
-    json_t *v = call(201, "POST", "/v1/todo/categories/work/tasks",
+    json_t *v = call(201, "POST", "/v1/todo/categories/chores/tasks",
                      "{\"title\":\"Write the report\",\"priority\":\"high\"}");
     snprintf(task, sizeof task, "%s", str(v, "task_id"));
     json_decref(v);
@@ -169,7 +169,7 @@ TEST(a_person_edits_tasks_over_http_and_the_task_agent_follows)
     v = call(200, "GET", path, NULL);
     ASSERT_STREQ(str(json_object_get(v, "agent"), "lifecycle"), "dormant");
     json_decref(v);
-    v = call(200, "GET", "/v1/todo/categories/work/tasks", NULL);
+    v = call(200, "GET", "/v1/todo/categories/chores/tasks", NULL);
     ASSERT_EQ(json_array_size(json_object_get(v, "tasks")), 1); /* the follow-up, open */
     ASSERT_STREQ(str(json_array_get(json_object_get(v, "tasks"), 0), "task_id"), follow);
     json_decref(v);
