@@ -12,8 +12,14 @@
 
 static const char *const scopes[] = {"current", "daily", "weekly", "monthly"};
 /* How long a report of each scope stays fresh unless the agent says otherwise: a current
- * report never turns stale by age (it is what the agent last knew), a daily one after a day. */
-static const int64_t fresh_default_ms[] = {-1, 86400000LL, 7 * 86400000LL, 31 * 86400000LL};
+ * report never turns stale by age (it is what the agent last knew); the others for their period
+ * and a grace (2 h a day, 12 h a week, a day a month). Without the grace, a report written by a
+ * run at the same hour each day went stale each morning until the day's run finished, for as
+ * long as that run took more than yesterday's (a slower model, a retry, a queue), and a daily
+ * timer on local time across a clock change fires 25 h after the last. */
+#define HOUR_MS 3600000LL
+static const int64_t fresh_default_ms[] = {-1, 26 * HOUR_MS, 7 * 24 * HOUR_MS + 12 * HOUR_MS,
+                                           32 * 24 * HOUR_MS};
 
 int vg_report_scope_valid(const char *scope)
 {

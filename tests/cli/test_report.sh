@@ -45,7 +45,7 @@ check "$(j '.history | length')" 1 "history"
 check "$(j '.history[0].markdown')" $'# Monday\nall quiet' "earlier"
 created=$(j .report.created_at)
 stale_at=$(j .report.stale_at)
-# 36 hours after it was written, as the manifest says (not the daily default of a day)
+# 36 hours after it was written, as the manifest says (not the daily default of 26 hours)
 span=$(($(date -d "$stale_at" +%s) - $(date -d "$created" +%s)))
 check "$span" 129600 "fresh_for daily 36h"
 expect 0 report reporter --scope daily --history 1
