@@ -928,8 +928,8 @@ VIGIL_API vigil_code vigil_notify(vigil_runtime *rt, const char *const *tokens, 
  * in session session_id (NULL: "default"), and the message is its seed input. The run key (64
  * hex chars + NUL) goes to out_run_key (may be NULL); when the agent already had a queued
  * wake, a manual wake merges into it and that run key is returned.
- * Errors: ENOTFOUND (no agent), ESTATE (the agent is dormant or destroyed, or a kill switch is
- * on: the wake is logged as skipped), EINVAL.
+ * Errors: ENOTFOUND (no agent), ESTATE (the agent is dormant or destroyed), EKILLED (a kill
+ * switch is on, as for a chat turn); either way the wake is logged as skipped. EINVAL.
  */
 VIGIL_API vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id, const char *message,
                                       const char *session_id, char out_run_key[65],

@@ -55,7 +55,10 @@ vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id, const char 
         if (vg_env_get_json(&rt->env, "wake_run", key, &run, NULL, NULL) == VIGIL_OK &&
             json_is_string(json_object_get(run, "skip_reason")))
             why = json_string_value(json_object_get(run, "skip_reason"));
-        rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" was not woken: %s", agent_id, why);
+        /* One cause, one code: a kill switch refuses a wake as it refuses a chat turn (423
+         * over HTTP, exit 10), a dormant or destroyed agent is its state (409, exit 4). */
+        rc = VG_FAIL(err, strcmp(why, VG_WAKE_SKIP_KILLED) ? VIGIL_ESTATE : VIGIL_EKILLED,
+                     "agent \"%s\" was not woken: %s", agent_id, why);
         json_decref(run);
         goto out;
     }

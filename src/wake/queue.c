@@ -430,7 +430,7 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind
         if ((rc = w->kill(w->kill_user, w->env, agent, &on, err)))
             return rc;
         if (on)
-            *why = "kill switch is on";
+            *why = VG_WAKE_SKIP_KILLED;
     }
     return VIGIL_OK;
 }

@@ -320,6 +320,9 @@ struct vg_wake_req {
 };
 
 enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };
+/* A skipped wake's reason when a kill switch stopped it, which callers answer as EKILLED (the
+ * same code as a chat turn the switch stopped) rather than as the agent's state. */
+#define VG_WAKE_SKIP_KILLED "kill switch is on"
 
 /*
  * Enqueue a wake: in one transaction, increment the agent's wake counter (revision-guarded),

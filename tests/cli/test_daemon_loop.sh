@@ -54,7 +54,7 @@ has "$OUT" "Hello from the daemon."
 # as skipped with the reason.
 expect 0 kill on --reason test
 expect 0 notify TASK task-8
-expect 4 wake "$id" -m "are you there?"
+expect 10 wake "$id" -m "are you there?"   # as a chat turn under the switch (trial J6)
 has "$ERR" "kill switch"
 wait_for sh -c "\"$VIGIL\" wakes --agent $id --status skipped --json | grep -q 'kill switch'" &&
   passed=$((passed + 1)) || { echo "FAIL: no skipped wake under the kill switch"; fail_count; }

@@ -88,12 +88,22 @@ TEST(public_api_wakes_agents_in_process)
     ASSERT_EQ(ran, 1);
     ASSERT_OK(vigil_timer_remove(t.rt, tid, E));
 
-    ASSERT_OK(vigil_agent_pause(t.rt, a, "holiday", E));
+    /* Under a kill switch a wake is refused as a chat turn is, EKILLED (423, exit 10), not as
+     * the agent's state (trial J6); it is logged as skipped all the same. */
     vigil_error err = {0};
+    ASSERT_OK(vigil_kill_set(t.rt, a, NULL, 1, "incident", E));
+    ASSERT_CODE(VIGIL_EKILLED, vigil_wake_agent(t.rt, a, "look", NULL, key, &err));
+    ASSERT_CONTAINS(err.message, "kill switch is on");
+    ASSERT_OK(vigil_kill_set(t.rt, a, NULL, 0, NULL, E));
+    json_t *killed = runs(&t, a, "skipped");
+    ASSERT_EQ(json_array_size(killed), 1);
+    json_decref(killed);
+
+    ASSERT_OK(vigil_agent_pause(t.rt, a, "holiday", E));
     ASSERT_CODE(VIGIL_ESTATE, vigil_wake_agent(t.rt, a, NULL, NULL, key, &err));
     ASSERT_CONTAINS(err.message, "agent is dormant");
     json_t *skipped = runs(&t, a, "skipped");
-    ASSERT_EQ(json_array_size(skipped), 1);
+    ASSERT_EQ(json_array_size(skipped), 2);
     json_decref(skipped);
     ASSERT_OK(vigil_subscription_remove(t.rt, "s1", E));
     test_rt_close(&t);
