@@ -125,7 +125,8 @@ struct vg_route {
     const char *pattern; /* "/v1/agents/{agent}/chat": {name} is one path segment */
     vg_route_fn fn;
     int ok_status;       /* what success answers: 200, 201, 204 */
-    int body;            /* 1: a JSON object body is read (may be empty for optional) */
+    int body;            /* 1: a JSON object body is read (may be empty for optional); 2: the
+                          * same, or YAML text left in r->raw when Content-Type says YAML */
     const char *summary; /* for /openapi.json */
     const char *query;   /* query parameters, comma separated, for /openapi.json */
     /* For fn = vg_http_by_id: the API function that reads one thing by the path's id. */

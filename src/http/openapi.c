@@ -409,6 +409,10 @@ static json_t *operation(const struct vg_route *rt)
                             json_pack("{s:b, s:{s:{s:o}}}", "required", !body_optional(rt),
                                       "content", "application/json", "schema",
                                       body_schema(rt, key)));
+    if (rt->body == 2) /* the same manifest as YAML text */
+        json_object_set_new(json_object_get(json_object_get(op, "requestBody"), "content"),
+                            "application/yaml",
+                            json_pack("{s:{s:s}}", "schema", "type", "string"));
     return op;
 }
 

@@ -9,6 +9,7 @@
 
 #include "http/http_int.h"
 #include "http/mhd.h"
+#include "os/fs.h"
 #include "os/ids.h"
 
 #include <sodium.h>
@@ -100,29 +101,33 @@ static void drop_files(json_t *list)
         json_object_del(it, "file");
 }
 
-/* A manifest as JSON: written to a private temporary file, applied as `vigil agent apply`
- * does. An invalid one answers the reader's list of problems beside code and message. */
+/* A manifest as JSON, or as YAML (Content-Type: application/yaml): written to a private
+ * temporary file, applied as `vigil agent apply` does. An invalid one answers the reader's list
+ * of problems beside code and message. */
 static void h_agents_create(struct vg_req *r)
 {
     vigil_error err = {0};
     char dir[] = "/tmp/vigil-http-XXXXXX", path[64];
     char *out = NULL;
     const char *dry = vg_req_query(r, "dry_run");
-    if (!r->body) {
-        vg_req_error(r, VIGIL_EINVAL, "send the agent's manifest as a JSON object");
+    if (!r->body && !r->raw_len) {
+        vg_req_error(r, VIGIL_EINVAL,
+                     "send the agent's manifest as a JSON object, or as YAML with Content-Type: "
+                     "application/yaml");
         return;
     }
     if (!mkdtemp(dir)) {
         vg_req_error(r, VIGIL_EIO, "could not make a temporary folder for the manifest");
         return;
     }
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    vigil_code rc = VIGIL_EIO;
-    if (json_dump_file(r->body, path, 0) == 0)
+    snprintf(path, sizeof path, "%s/manifest.%s", dir, r->body ? "json" : "yaml");
+    vigil_code rc = r->body ? (json_dump_file(r->body, path, 0) ? VIGIL_EIO : VIGIL_OK)
+                            : vg_fs_write_file(path, r->raw, r->raw_len, &err);
+    if (rc)
+        VG_FAIL(&err, VIGIL_EIO, "could not write the manifest to a temporary file");
+    else
         rc = vigil_agent_apply(r->rt, path, dry && !strcmp(dry, "1") ? VIGIL_APPLY_DRY_RUN : 0,
                                &out, &err);
-    else
-        VG_FAIL(&err, VIGIL_EIO, "could not write the manifest to a temporary file");
     unlink(path);
     rmdir(dir);
     json_t *v = out ? json_loads(out, 0, NULL) : NULL;
@@ -724,7 +729,7 @@ const struct vg_route vg_http_routes[] = {
     {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL, NULL, NULL},
     {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit,all",
      NULL, NULL},
-    {"POST", "/v1/agents", h_agents_create, 200, 1, "Create or update agents from a manifest",
+    {"POST", "/v1/agents", h_agents_create, 200, 2, "Create or update agents from a manifest",
      "dry_run", NULL, NULL},
     {"GET", "/v1/agents/{agent}", vg_http_by_id, 200, 0, "Show an agent", NULL, vigil_agent_show,
      NULL},

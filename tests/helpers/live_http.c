@@ -233,7 +233,11 @@ long live_req(struct live *L, const char *method, const char *path, const char *
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-        hl = curl_slist_append(hl, "Content-Type: application/json");
+        int typed = 0; /* the caller's own Content-Type replaces the default */
+        for (int i = 0; headers && headers[i]; i++)
+            typed |= !strncasecmp(headers[i], "Content-Type:", 13);
+        if (!typed)
+            hl = curl_slist_append(hl, "Content-Type: application/json");
     }
     if (auth) {
         snprintf(authz, sizeof authz, "Authorization: Bearer %s", L->token);

@@ -129,6 +129,35 @@ TEST(agents_from_manifests)
     create_agent("second", other, sizeof other);
 }
 
+/* A manifest as manifests.md writes it, YAML, is taken with its content type; YAML sent as
+ * JSON is refused with the way to send it (trial J7), and nothing is made. */
+TEST(agents_from_yaml_manifests)
+{
+    static const char yaml[] = "name: yamlpal\nprompt: You answer briefly.\ntools: [memory_*]\n";
+    static const char *const as_yaml[] = {"Content-Type: application/yaml; charset=utf-8", NULL};
+    struct live_resp r;
+    ASSERT_EQ(live_req(&L, "POST", "/v1/agents", yaml, NULL, 1, &r), 400);
+    ASSERT_CONTAINS(r.body, "Content-Type: application/yaml");
+    live_resp_free(&r);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/yamlpal", NULL);
+    ASSERT_EQ(live_req(&L, "POST", "/v1/agents", yaml, as_yaml, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "created");
+    live_resp_free(&r);
+    json_t *v = call(200, "GET", "/v1/agents/yamlpal", NULL);
+    json_t *tools = json_object_get(json_object_get(json_object_get(v, "agent"), "config"), "tools");
+    ASSERT_STREQ(json_string_value(json_array_get(tools, 0)), "memory_*");
+    json_decref(v);
+    /* A YAML manifest with a problem answers the reader's list, as JSON does. */
+    ASSERT_EQ(live_req(&L, "POST", "/v1/agents", "name: yamlbad\nprompt: [1\n", as_yaml, 1, &r),
+              400);
+    ASSERT_CONTAINS(r.body, "EPARSE");
+    live_resp_free(&r);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/yamlbad", NULL);
+    /* Gone again, so the listings' counts below see the agents they made. */
+    json_decref(call(200, "POST", "/v1/agents/yamlpal/destroy", NULL));
+    call(204, "DELETE", "/v1/agents/yamlpal", NULL);
+}
+
 /* Pages of limit 1 while agents are added between pages: each agent once, in order. */
 TEST(agent_list_cursors_under_inserts)
 {
@@ -1716,6 +1745,7 @@ int main(void)
     live_start(&L, "http-api", NULL);
     RUN(meta_routes);
     RUN(agents_from_manifests);
+    RUN(agents_from_yaml_manifests);
     RUN(agent_config_over_http_is_checked_as_a_manifest);
     RUN(agent_list_cursors_under_inserts);
     RUN(chat_whole_and_runs);
