@@ -27,6 +27,7 @@
 #include "http/http_int.h"
 #include "http/mhd.h"
 
+#include <errno.h>
 #include <time.h>
 
 #define RING_SIZE 4096
@@ -1376,6 +1377,24 @@ static int events_filters_ok(struct vg_req *r, const char *agent, const char *ki
     return !rc;
 }
 
+/* The Last-Event-ID header as an event id into *id (-1: none, or empty as a browser may send);
+ * 0, having answered 400, when it is anything but an event's id: taken as none, a client that
+ * mangled its id (`abc`, `-5`, `1e3`) would silently start at now and lose what it missed. */
+static int last_event_id(struct vg_req *r, const char *last, long long *id)
+{
+    char *end = NULL;
+    if (!last || !*last)
+        return 1;
+    errno = 0;
+    *id = strtoll(last, &end, 10);
+    if (*last < '0' || *last > '9' || *end || errno || *id < 0) {
+        vg_req_error(r, VIGIL_EINVAL,
+                     "Last-Event-ID must be the id of an event the stream sent (a number)");
+        return 0;
+    }
+    return 1;
+}
+
 void vg_http_events_route(struct vg_req *r)
 {
     struct vg_events *ev = r->h->events;
@@ -1387,7 +1406,8 @@ void vg_http_events_route(struct vg_req *r)
         return;
     }
     char agent_id[sizeof s->agent] = "";
-    if (!events_filters_ok(r, agent, kind, agent_id, sizeof agent_id))
+    long long id = -1;
+    if (!events_filters_ok(r, agent, kind, agent_id, sizeof agent_id) || !last_event_id(r, last, &id))
         return;
     if (!(s = vg_calloc(1, sizeof *s))) {
         vg_req_error(r, VIGIL_ENOMEM, NULL);
@@ -1397,13 +1417,6 @@ void vg_http_events_route(struct vg_req *r)
     vg_buf_init(&s->out, 0);
     snprintf(s->agent, sizeof s->agent, "%s", agent_id);
     snprintf(s->kinds, sizeof s->kinds, "%s", kind ? kind : "");
-    long long id = -1;
-    if (last) {
-        char *end = NULL;
-        id = strtoll(last, &end, 10);
-        if (!*last || *end || id < 0)
-            id = -1;
-    }
     pthread_mutex_lock(&ev->mu);
     s->pos = ev->next_id;
     if (id >= 0 && id < ev->next_id)

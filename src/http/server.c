@@ -388,11 +388,16 @@ static int token_ok(struct vg_http *h, const char *auth)
 }
 
 /* A CORS preflight: allowed only for the configured origin. */
+/* What a refused cross-origin request is told: how its origin would be let in (trial J7). */
+#define CROSS_ORIGIN_REFUSED                                                                       \
+    "cross-origin requests are not allowed here: start the daemon with "                          \
+    "`vigil serve --allow-origin ORIGIN` to allow one origin (docs/http.md)"
+
 static enum MHD_Result preflight(struct vg_http *h, struct MHD_Connection *conn)
 {
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     if (!origin || !h->allow_origin || strcmp(origin, h->allow_origin))
-        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here", NULL);
+        return refuse(h, conn, 403, "EDENIED", CROSS_ORIGIN_REFUSED, NULL);
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp)
@@ -435,7 +440,7 @@ static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, con
     if (!strcmp(method, "OPTIONS"))
         return preflight(h, conn);
     if (!origin_ok(h, origin, host))
-        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here", NULL);
+        return refuse(h, conn, 403, "EDENIED", CROSS_ORIGIN_REFUSED, NULL);
     if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-HTTP-Method-Override") ||
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-HTTP-Method") ||
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Method-Override"))

@@ -138,6 +138,31 @@ TEST(host_and_origin_are_checked)
     expect(403, "OPTIONS", "/v1/kill", NULL, 0, "Access-Control-Request-Method: POST", NULL);
     expect(200, "GET", "/v1/agents", NULL, 1, same, NULL); /* the server's own page */
     expect_raw(403, "GET /v1/agents HTTP/1.1\r\nConnection: close\r\n\r\n", 46); /* no Host */
+    /* The refusal says how an origin is let in (trial J7). */
+    static const char *const other[] = {"Origin: http://app.example", NULL};
+    struct live_resp r;
+    ASSERT_EQ(live_req(&L, "GET", "/v1/agents", NULL, other, 1, &r), 403);
+    ASSERT_CONTAINS(r.body, "--allow-origin");
+    live_resp_free(&r);
+    assert_nothing_written();
+}
+
+/* A Last-Event-ID that is no event's id is refused, not taken as none (trial J7): the client
+ * would silently start at now and lose what it missed. An empty one is none. */
+TEST(a_mangled_last_event_id_is_refused)
+{
+    static const char *const bad[] = {"abc", "-5", "1e3", "5x", "+7", "99999999999999999999"};
+    char h[64];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(h, sizeof h, "Last-Event-ID: %s", bad[i]);
+        expect(400, "GET", "/v1/events", NULL, 1, h, "Accept: text/event-stream");
+    }
+    char buf[4096];
+    size_t len = 0;
+    int fd = live_stream_open(&L, "/v1/events", "");
+    ASSERT(fd >= 0);
+    ASSERT(live_stream_until(fd, buf, sizeof buf, &len, " 200 "));
+    close(fd);
     assert_nothing_written();
 }
 
@@ -323,6 +348,7 @@ int main(void)
     live_start(&L, "http-security", NULL);
     RUN(tokens_are_checked);
     RUN(events_need_the_token);
+    RUN(a_mangled_last_event_id_is_refused);
     RUN(host_and_origin_are_checked);
     RUN(sizes_are_capped);
     RUN(slow_clients_time_out);
