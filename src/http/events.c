@@ -55,6 +55,10 @@ struct tracked_run {
     int64_t after[2];
     int seen;    /* in the latest listing */
     int spawned; /* it called spawn_agents: its decisions are events at its end */
+    /* Tool calls first seen still running: counted in /metrics by how they ended, once the run
+     * has (a call counted as first seen would never count as failed: trial J3). */
+    char open_calls[8][40];
+    int n_open;
 };
 
 struct vg_events {
@@ -96,6 +100,7 @@ struct vg_events {
     long streams, gaps;
     struct stream *all; /* the open streams (under mu) */
     json_t *runs_by_outcome, *tools_by_status;
+    json_t *tool_failures;  /* failed tool calls by tool name */
     json_t *usage_by_model; /* model -> {input_tokens, output_tokens, cost_micros, model_calls} */
     long duration_buckets[VG_ARRAY_LEN(duration_bounds) + 1];
     double duration_sum;
@@ -311,12 +316,66 @@ static json_t *load(vigil_code rc, char *text)
     return v;
 }
 
+static const char *call_id(json_t *call)
+{
+    const char *id = json_string_value(json_object_get(call, "tool_call_id"));
+    return id ? id : "";
+}
+
+static void count_outcome(struct vg_events *ev, json_t *call)
+{
+    const char *status = json_string_value(json_object_get(call, "status"));
+    count(ev, ev->tools_by_status, status);
+    if (status && !strcmp(status, "failed"))
+        count(ev, ev->tool_failures, json_string_value(json_object_get(call, "name")));
+}
+
+/* A tool call of the run in /metrics by its outcome: at once when it has ended, else at the
+ * run's end (ended_calls), when its outcome is known; more than open_calls holds at once are
+ * counted as they stand. */
+static void count_call(struct vg_events *ev, struct tracked_run *t, json_t *call)
+{
+    const char *status = json_string_value(json_object_get(call, "status"));
+    const char *id = call_id(call);
+    if (status && !strcmp(status, "running") && *id && strlen(id) < sizeof t->open_calls[0] &&
+        t->n_open < (int)VG_ARRAY_LEN(t->open_calls)) {
+        snprintf(t->open_calls[t->n_open++], sizeof t->open_calls[0], "%s", id);
+        return;
+    }
+    count_outcome(ev, call);
+}
+
+/* The calls first seen running, counted by how they ended now that their run has. */
+static void ended_calls(struct vg_events *ev, struct tracked_run *t)
+{
+    char *text = NULL;
+    vigil_error err = {0};
+    int n = t->n_open;
+    t->n_open = 0;
+    if (!n)
+        return;
+    vigil_code rc = vigil_run_tools(ev->rt, t->run_id, NULL, 1000, &text, &err);
+    json_t *o = load(rc, text); /* text read after the call, not as its sibling */
+    json_t *items = json_object_get(o, "items"), *call;
+    size_t i;
+    json_array_foreach (items, i, call)
+        for (int k = 0; k < n; k++)
+            if (t->open_calls[k][0] && !strcmp(t->open_calls[k], call_id(call))) {
+                count_outcome(ev, call); /* as it stands at the run's end */
+                t->open_calls[k][0] = '\0';
+            }
+    for (int k = 0; k < n; k++) /* not in the listing: counted as first seen */
+        if (t->open_calls[k][0])
+            count(ev, ev->tools_by_status, "running");
+    json_decref(o);
+}
+
 /* One of a run's new items (a message or a tool call) as an event. */
 static void run_item(struct vg_events *ev, struct tracked_run *t, json_t *it, int tool, int quiet)
 {
     (*(tool ? &t->n_tools : &t->n_msgs))++;
     if (tool)
-        count(ev, ev->tools_by_status, json_string_value(json_object_get(it, "status")));
+        count_call(ev, t, it);
     const char *name = tool ? json_string_value(json_object_get(it, "name")) : NULL;
     if (name && !strcmp(name, "spawn_agents"))
         t->spawned = 1;
@@ -598,6 +657,7 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
         run_items(ev, t, quiet);
     }
     if (final_status(status) && (fresh ? !quiet : 1)) {
+        ended_calls(ev, t);
         count(ev, ev->runs_by_outcome, status);
         account_run(ev, run);
         emit(ev, "run.ended", t->agent_id, json_incref(run));
@@ -869,6 +929,7 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
         h->o.events_ring > 0 && h->o.events_ring <= RING_SIZE ? h->o.events_ring : RING_SIZE;
     ev->runs_by_outcome = json_object();
     ev->tools_by_status = json_object();
+    ev->tool_failures = json_object();
     ev->usage_by_model = json_object();
     ev->child_open = json_object();
     ev->spawns_by_decision = json_object();
@@ -923,6 +984,7 @@ void vg_events_free(struct vg_events *ev)
     json_decref(ev->indoubt);
     json_decref(ev->runs_by_outcome);
     json_decref(ev->tools_by_status);
+    json_decref(ev->tool_failures);
     json_decref(ev->usage_by_model);
     json_decref(ev->tasks);
     json_decref(ev->child_open);
@@ -948,9 +1010,17 @@ static void put_counts(struct vg_buf *b, const char *name, const char *help, con
     const char *key;
     json_t *v;
     vg_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-    json_object_foreach (counts, key, v)
-        vg_buf_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, key,
-                      (long long)json_integer_value(v));
+    json_object_foreach (counts, key, v) {
+        vg_buf_printf(b, "%s{%s=\"", name, label);
+        for (const char *c = key; *c; c++) /* a label value's escapes (a tool's name) */
+            if (*c == '\\' || *c == '"')
+                vg_buf_printf(b, "\\%c", *c);
+            else if (*c == '\n')
+                vg_buf_puts(b, "\\n");
+            else
+                vg_buf_putc(b, *c);
+        vg_buf_printf(b, "\"} %lld\n", (long long)json_integer_value(v));
+    }
 }
 
 static void put_usage(struct vg_events *ev, struct vg_buf *b)
@@ -1019,8 +1089,12 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
     put_usage(ev, b);
     put_counts(b, "vigil_runs_ended_total", "Runs seen ending since the daemon started.", "outcome",
                ev->runs_by_outcome);
-    put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.", "outcome",
+    put_counts(b, "vigil_tool_calls_total",
+               "Tool calls seen since the daemon started, by how they ended.", "outcome",
                ev->tools_by_status);
+    put_counts(b, "vigil_tool_calls_failed_total",
+               "Tool calls that failed since the daemon started, by tool.", "tool",
+               ev->tool_failures);
     put_delegation(ev, b);
     vg_buf_printf(b,
                   "# HELP vigil_events_total Events of the event log this daemon streams.\n"
@@ -1407,7 +1481,8 @@ void vg_http_events_route(struct vg_req *r)
     }
     char agent_id[sizeof s->agent] = "";
     long long id = -1;
-    if (!events_filters_ok(r, agent, kind, agent_id, sizeof agent_id) || !last_event_id(r, last, &id))
+    if (!events_filters_ok(r, agent, kind, agent_id, sizeof agent_id) ||
+        !last_event_id(r, last, &id))
         return;
     if (!(s = vg_calloc(1, sizeof *s))) {
         vg_req_error(r, VIGIL_ENOMEM, NULL);

@@ -411,8 +411,7 @@ static json_t *operation(const struct vg_route *rt)
                                       body_schema(rt, key)));
     if (rt->body == 2) /* the same manifest as YAML text */
         json_object_set_new(json_object_get(json_object_get(op, "requestBody"), "content"),
-                            "application/yaml",
-                            json_pack("{s:{s:s}}", "schema", "type", "string"));
+                            "application/yaml", json_pack("{s:{s:s}}", "schema", "type", "string"));
     return op;
 }
 

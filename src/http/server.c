@@ -390,7 +390,7 @@ static int token_ok(struct vg_http *h, const char *auth)
 /* A CORS preflight: allowed only for the configured origin. */
 /* What a refused cross-origin request is told: how its origin would be let in (trial J7). */
 #define CROSS_ORIGIN_REFUSED                                                                       \
-    "cross-origin requests are not allowed here: start the daemon with "                          \
+    "cross-origin requests are not allowed here: start the daemon with "                           \
     "`vigil serve --allow-origin ORIGIN` to allow one origin (docs/http.md)"
 
 static enum MHD_Result preflight(struct vg_http *h, struct MHD_Connection *conn)

@@ -144,7 +144,8 @@ TEST(agents_from_yaml_manifests)
     ASSERT_CONTAINS(r.body, "created");
     live_resp_free(&r);
     json_t *v = call(200, "GET", "/v1/agents/yamlpal", NULL);
-    json_t *tools = json_object_get(json_object_get(json_object_get(v, "agent"), "config"), "tools");
+    json_t *tools =
+        json_object_get(json_object_get(json_object_get(v, "agent"), "config"), "tools");
     ASSERT_STREQ(json_string_value(json_array_get(tools, 0)), "memory_*");
     json_decref(v);
     /* A YAML manifest with a problem answers the reader's list, as JSON does. */
@@ -1321,6 +1322,67 @@ TEST(delegation_and_tasks_on_events_and_metrics)
     live_stop(&D);
 }
 
+/* ---- a failing tool in /metrics ---------------------------------------------------------- */
+
+static const char *CALL_SLOWFAIL =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"slowfail\",\"arguments\":"
+    "\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"It is down.\"}}]}";
+
+/* A tool call the event poller first sees running and that then fails is counted failed, by
+ * outcome and by tool (trial J3: counted as first seen, it stayed "running", and a tool down on
+ * every call showed nowhere an operator looks). */
+TEST(a_call_seen_running_is_counted_by_how_it_ended)
+{
+    static struct live D;
+    static char ev[65536];
+    size_t le = 0;
+    char cas[4400], hold[4400], id[64];
+    snprintf(cas, sizeof cas, "%s/slowfail.json", L.dir);
+    snprintf(hold, sizeof hold, "%s/hold-slowfail", L.dir);
+    FILE *f = fopen(cas, "w");
+    ASSERT(f != NULL);
+    fputs(CALL_SLOWFAIL, f);
+    fclose(f);
+    ASSERT((f = fopen(hold, "w")) != NULL);
+    fclose(f);
+    setenv("VIGIL_LIVE_RUNNER", "loop", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cas, 1);
+    live_start(&D, "http-slowfail", NULL);
+    unsetenv("VIGIL_LIVE_RUNNER");
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    daemon_asked = &D;
+    json_t *m =
+        json_pack("{s:s, s:s, s:[s], s:{s:{s:[s,s,s,s], s:s, s:b}}}", "name", "checker", "prompt",
+                  "x", "tools", "slowfail", "command_tools", "slowfail", "command", "/bin/sh", "-c",
+                  "while [ -e \"$0\" ]; do sleep 0.05; done; echo down >&2; exit 3", hold,
+                  "description", "Check the site", "mutating", 0);
+    char *body = json_dumps(m, JSON_COMPACT);
+    json_t *v = call(200, "POST", "/v1/agents", body);
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    free(body);
+    json_decref(m);
+    int fe = live_stream_open(&D, "/v1/events?kind=tool_call,run.ended", NULL);
+    ASSERT(live_stream_until(fe, ev, sizeof ev, &le, ": vigil events"));
+    json_decref(call(202, "POST", "/v1/agents/checker/wake", "{\"message\":\"check\"}"));
+    if (!live_stream_until(fe, ev, sizeof ev, &le, "\"status\":\"running\""))
+        TEST_FAIL_("the call was not seen running: %.3000s", ev);
+    ASSERT_EQ(unlink(hold), 0);
+    if (!live_stream_until(fe, ev, sizeof ev, &le, "event: run.ended"))
+        TEST_FAIL_("no run.ended: %.3000s", ev);
+    close(fe);
+    struct live_resp r;
+    ASSERT_EQ(live_req(&D, "GET", "/metrics", NULL, NULL, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "vigil_tool_calls_total{outcome=\"failed\"} 1");
+    ASSERT(!strstr(r.body, "vigil_tool_calls_total{outcome=\"running\"}"));
+    ASSERT_CONTAINS(r.body, "vigil_tool_calls_failed_total{tool=\"slowfail\"} 1");
+    live_resp_free(&r);
+    daemon_asked = &L;
+    live_stop(&D);
+}
+
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
@@ -1767,6 +1829,7 @@ int main(void)
     RUN(a_fixed_body_refuses_an_unknown_member_naming_it);
     RUN(run_controls);
     RUN(delegation_and_tasks_on_events_and_metrics);
+    RUN(a_call_seen_running_is_counted_by_how_it_ended);
     RUN(lineage_over_http);
     RUN(tasks_over_http);
     RUN(mcp_servers_over_http);
