@@ -331,27 +331,44 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
 
 /* ---- limits bookkeeping -------------------------------------------------------------------- */
 
-/* Model calls made over every run of a thread (the cap across resumes). */
-/* The thread's step count as this run last read or wrote it: the run holds the agent's lease,
- * so no other run moves it meanwhile, and a write that finds it moved fails on its revision. */
+/* Model calls made over a run and its retries and resumes (the cap across resumes, 500 by
+ * default: a sub-agent resumed again and again, a turn retried after crashes). Counted per
+ * thread: a run's own thread holds one run and its resumes; a session's thread holds every turn
+ * of a conversation, so there the count starts again with each new turn (its run key, or the
+ * first attempt's operation key, is the chain the count belongs to), and a long-lived session
+ * does not stop answering after its 500th model call (trial K3). The thread's step count as
+ * this run last read or wrote it: the run holds the agent's lease, so no other run moves it
+ * meanwhile, and a write that finds it moved fails on its revision. */
 struct steps_seen {
     int known;
     int64_t n, rev; /* rev 0: no record yet */
 };
 
-static vigil_code thread_steps(struct vg_env *env, const char *agent_id, const char *thread_id,
-                               int add, struct steps_seen *seen, int64_t *total, vigil_error *err)
+/* The chain a session turn's count belongs to; NULL for a run's own thread (one chain). */
+static const char *steps_chain(const struct vg_loop_input *in)
+{
+    if (!strstr(in->thread_id, ":session:"))
+        return NULL;
+    return in->operation_key && *in->operation_key ? in->operation_key : in->run_key;
+}
+
+static vigil_code thread_steps(struct vg_env *env, const struct vg_loop_input *in, int add,
+                               struct steps_seen *seen, int64_t *total, vigil_error *err)
 {
     char id[VG_RECORD_ID_MAX];
     json_t *rec = NULL;
     int64_t rev = seen->rev;
+    const char *chain = steps_chain(in);
     vigil_code rc;
-    snprintf(id, sizeof id, "%s|%s", agent_id, thread_id);
+    snprintf(id, sizeof id, "%s|%s", in->agent_id, in->thread_id);
     if (!seen->known) {
         rc = vg_env_get_json(env, "loop_thread", id, &rec, &rev, err);
         if (rc && rc != VIGIL_ENOTFOUND)
             return rc;
         seen->n = rec ? json_integer_value(json_object_get(rec, "steps")) : 0;
+        if (chain && (!rec || !json_is_string(json_object_get(rec, "chain")) ||
+                      strcmp(json_string_value(json_object_get(rec, "chain")), chain)))
+            seen->n = 0; /* a new turn of the session: its own count */
         seen->rev = rev;
         seen->known = 1;
         json_decref(rec);
@@ -360,17 +377,21 @@ static vigil_code thread_steps(struct vg_env *env, const char *agent_id, const c
     if (add) {
         /* Written as text (keys in canonical order): a write every step. */
         struct vg_buf body;
-        const struct vg_jfield f[] = {{"agent_id", VG_JF_STR, agent_id, 0},
+        const struct vg_jfield f[] = {{"agent_id", VG_JF_STR, in->agent_id, 0},
+                                      {"chain", VG_JF_STR, chain, 0},
                                       {"steps", VG_JF_INT, NULL, n + add},
-                                      {"thread_id", VG_JF_STR, thread_id, 0}};
+                                      {"thread_id", VG_JF_STR, in->thread_id, 0}};
+        /* A run's own thread writes no chain: f without its second field. */
+        const struct vg_jfield g[] = {f[0], f[2], f[3]};
         vg_buf_init(&body, 0);
-        int bad = vg_json_put_fields(&body, f, VG_ARRAY_LEN(f));
+        int bad = chain ? vg_json_put_fields(&body, f, VG_ARRAY_LEN(f))
+                        : vg_json_put_fields(&body, g, VG_ARRAY_LEN(g));
         rc = bad ? VG_FAIL(err, VIGIL_EINVAL, "a thread id is not UTF-8")
                  : vg_buf_finish(&body, err);
         if (!rc)
-            rc = rev ? vg_env_update_text(env, "loop_thread", id, agent_id, thread_id, "", 0,
-                                          body.data, rev, err)
-                     : vg_env_put_text(env, "loop_thread", id, agent_id, thread_id, "", 0,
+            rc = rev ? vg_env_update_text(env, "loop_thread", id, in->agent_id, in->thread_id, "",
+                                          0, body.data, rev, err)
+                     : vg_env_put_text(env, "loop_thread", id, in->agent_id, in->thread_id, "", 0,
                                        body.data, 0, err);
         vg_buf_release(&body);
         seen->known = 0; /* a failed write: read it again next time */
@@ -908,8 +929,7 @@ static vigil_code run_prepare(struct run_state *rs)
     vg_store_read_batch(rs->env->store, 1);
     if (!(rc = append_notes(rs)) && !(rc = read_window(rs))) {
         rs->started_ms = vg_clock_mono_ns(rs->env->clock) / 1000000;
-        rc = thread_steps(rs->env, rs->in.agent_id, rs->in.thread_id, 0, &rs->steps,
-                          &rs->total_steps, &rs->err);
+        rc = thread_steps(rs->env, &rs->in, 0, &rs->steps, &rs->total_steps, &rs->err);
     }
     vg_store_read_batch(rs->env->store, 0);
     return rc;
@@ -1279,8 +1299,7 @@ static vigil_code commit_turn(struct run_state *rs)
             rc = vg_journal_kept_take(rs->run, thought_id, &call, &rs->err);
         am.journal_call = call;
         if (!rc)
-            rc = thread_steps(rs->env, in->agent_id, in->thread_id, 1, &rs->steps, &ignored,
-                              &rs->err);
+            rc = thread_steps(rs->env, in, 1, &rs->steps, &ignored, &rs->err);
         if (!rc)
             rc = vg_message_append(rs->env, &am, thought_id, &rs->err);
         vg_free(call);

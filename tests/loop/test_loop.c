@@ -483,13 +483,15 @@ TEST(timeout_with_grace)
     test_rt_close(&t);
 }
 
-/* proves: S2-038 — the cap counts model calls over every run of a thread. */
+/* proves: S2-038 — the cap counts model calls over a run and every resume of it: a run's own
+ * thread, resumed in new processes, stops at the cap. */
 TEST(total_steps_cap_across_resumes)
 {
     struct test_rt t;
     test_rt_open(&t, "loop_cap");
-    char id[37], thread[128];
-    new_agent(&t, id, thread);
+    char id[37], session[128], thread[160];
+    new_agent(&t, id, session);
+    snprintf(thread, sizeof thread, "%s:run:subtask", id);
     struct vg_model *m = scripted(&t, "cap",
                                   "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"one\"}},"
                                                         "{\"response\":{\"text\":\"two\"}}]",
@@ -512,6 +514,46 @@ TEST(total_steps_cap_across_resumes)
     ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
     ASSERT_STREQ(r.stop_reason, "total_steps_cap");
     ASSERT_EQ(r.steps, 0);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* A session's thread holds a conversation's every turn: each new turn has a cap of its own, so
+ * a long-lived session does not stop answering at its 500th model call (trial K3); a retry of
+ * a turn (its first attempt's operation key) goes on counting that turn's calls. */
+TEST(each_turn_of_a_session_has_its_own_cap)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_cap_turns");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "cap_turns",
+                 "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"one\"}}," ECHO_CALL(
+                     2, "b") ",{\"response\":{\"text\":\"two\"}}," ECHO_CALL(3, "c") "]",
+                 0);
+    struct vg_loop_input in = base_input(id, thread, m, "turn-a");
+    in.executor = vg_loop_echo_executor();
+    in.limits.total_steps_cap = 3;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.steps, 2);
+    vg_loop_result_release(&r);
+    test_rt_reopen(&t);
+    in.run_key = "turn-b"; /* 4 calls in the session: past 3, but its own are 2 */
+    in.input = "next";
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(r.steps, 2);
+    ASSERT_STREQ(r.final_text, "two");
+    vg_loop_result_release(&r);
+    in.run_key = "turn-b-retry"; /* turn b again: its third call is the cap's */
+    in.operation_key = "turn-b";
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
+    ASSERT_STREQ(r.stop_reason, "total_steps_cap");
+    ASSERT_EQ(r.steps, 1);
     vg_loop_result_release(&r);
     vg_model_free(m);
     test_rt_close(&t);
@@ -1347,6 +1389,7 @@ int main(void)
     RUN(doom_loop_warns_then_stops);
     RUN(timeout_with_grace);
     RUN(total_steps_cap_across_resumes);
+    RUN(each_turn_of_a_session_has_its_own_cap);
     RUN(model_failure_leaves_no_half_turn);
     RUN(history_carries_across_runs);
     RUN(hot_messages_fit_the_token_budget);
