@@ -246,8 +246,21 @@ vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const cha
  * The recent messages of a thread as a JSON array, oldest first, content resolved: every message
  * back to the newest user or observation message (the current turn, whatever its length), then
  * older ones until their estimated tokens (with the turn's) pass `tokens`. What a run's context
- * window starts from. *out owned.
+ * window starts from. A thread two synced devices appended to apart (a fork: two messages with
+ * one prev_id) comes branch by branch (vg_message_branch_order). *out owned.
  */
+/*
+ * Messages oldest first in (message number, id) order, as a thread is read, put in place branch
+ * by branch where the thread forked: each message follows its prev_id's message, and of the
+ * branches from one message, the one whose newest message sorts first comes first, so the branch
+ * that holds the head (and what was appended after the fork) comes last. A thread two devices
+ * appended to apart interleaves the two conversations message by message in (number, id) order:
+ * read so, the model got each branch's tool result after the other branch's message (as if
+ * interrupted) and a question followed by another's answer (trial K2). Items whose prev_id is not
+ * among them are roots, ordered the same way. Unchanged (one pass) when nothing forked; -1 when
+ * out of memory (the items as they were).
+ */
+int vg_message_branch_order(json_t *items);
 vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const char *thread_id,
                              int64_t tokens, json_t **out, vigil_error *err);
 /*

@@ -427,6 +427,92 @@ static int recent_cb(void *user, const struct vg_record *r)
     return c->turn_seen && c->used >= c->budget;
 }
 
+static const char *item_str(json_t *items, size_t i, const char *key)
+{
+    const char *v = json_string_value(json_object_get(json_array_get(items, i), key));
+    return v ? v : "";
+}
+
+/* Whether every item follows the one before it: no fork among them (the usual case). */
+static int one_branch(json_t *items)
+{
+    for (size_t i = 1; i < json_array_size(items); i++)
+        if (strcmp(item_str(items, i, "prev_id"), item_str(items, i - 1, "id")))
+            return 0;
+    return 1;
+}
+
+/* Push the children of node (or the roots, node -1) on stack, the one whose subtree's newest
+ * sorts last first, so that the oldest is taken first. kids[node + 1] heads node's children in
+ * index order, linked through sib. Fan-outs are small (a fork is two or three branches). */
+static void push_children(const long *kids, const long *sib, const long *last, long node,
+                          long *stack, long *top)
+{
+    long first = *top;
+    for (long c = kids[node + 1]; c >= 0; c = sib[c]) {
+        long at = (*top)++;
+        while (at > first && last[stack[at - 1]] < last[c]) { /* insertion, descending */
+            stack[at] = stack[at - 1];
+            at--;
+        }
+        stack[at] = c;
+    }
+}
+
+/* The branch order over n items: parent[i] the index of i's prev_id among them (-1: a root;
+ * a child sorts after its parent, appended after its device saw it). Walked depth first, the
+ * children of a message (and the roots) by their subtree's newest index, into order. */
+static void branch_walk(const long *parent, long *work, long *order, long n)
+{
+    long *last = work, *kids = work + n, *sib = work + 2 * n + 1, *stack = work + 3 * n + 1;
+    long top = 0, out = 0;
+    for (long i = 0; i <= n; i++)
+        kids[i] = -1;
+    for (long i = n - 1; i >= 0; i--) {
+        last[i] = i > last[i] ? i : last[i];
+        if (parent[i] >= 0 && last[i] > last[parent[i]])
+            last[parent[i]] = last[i];
+        sib[i] = kids[parent[i] + 1];
+        kids[parent[i] + 1] = i;
+    }
+    push_children(kids, sib, last, -1, stack, &top);
+    while (top > 0) {
+        long node = stack[--top];
+        order[out++] = node;
+        push_children(kids, sib, last, node, stack, &top);
+    }
+}
+
+int vg_message_branch_order(json_t *items)
+{
+    long n = (long)json_array_size(items);
+    if (one_branch(items))
+        return 0;
+    long *buf = vg_malloc(sizeof(long) * ((size_t)n * 6 + 1));
+    json_t *index = json_object(), *sorted = json_array();
+    int bad = !buf || !index || !sorted;
+    long *parent = buf, *order = buf + n, *work = buf + 2 * n;
+    for (long i = 0; !bad && i < n; i++)
+        bad = json_object_set_new(index, item_str(items, (size_t)i, "id"), json_integer(i));
+    for (long i = 0; !bad && i < n; i++) {
+        json_t *p = json_object_get(index, item_str(items, (size_t)i, "prev_id"));
+        parent[i] = p && json_integer_value(p) < i ? (long)json_integer_value(p) : -1;
+        work[i] = -1; /* last: set by the walk */
+    }
+    if (!bad)
+        branch_walk(parent, work, order, n);
+    for (long i = 0; !bad && i < n; i++)
+        bad = json_array_append(sorted, json_array_get(items, (size_t)order[i]));
+    if (!bad) {
+        json_array_clear(items);
+        bad = json_array_extend(items, sorted);
+    }
+    vg_free(buf);
+    json_decref(index);
+    json_decref(sorted);
+    return bad ? -1 : 0;
+}
+
 vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const char *thread_id,
                              int64_t tokens, json_t **out, vigil_error *err)
 {
@@ -435,7 +521,7 @@ vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const cha
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
     struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id, .descending = 1};
     vigil_code rc = vg_store_scan(env->store, &q, recent_cb, &c, err);
-    if (!rc && c.failed)
+    if (!rc && (c.failed || vg_message_branch_order(c.items)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
     if (!rc)
         rc = resolve_payloads(env, c.items, err);

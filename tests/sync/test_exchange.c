@@ -217,6 +217,55 @@ TEST(messages_appended_on_one_device_appear_on_the_other_and_forks_are_both_kept
     device_close(&b);
 }
 
+/* The thread as the model reads it (the run's window: vg_message_recent), contents joined. */
+static void window_text(struct device *d, const char *agent, const char *thread, char *out,
+                        size_t n)
+{
+    json_t *msgs = NULL, *m;
+    size_t i, len = 0;
+    ASSERT_OK(vg_message_recent(d->env, agent, thread, 100000, &msgs, E));
+    out[0] = '\0';
+    json_array_foreach (msgs, i, m)
+        if (len < n)
+            len += (size_t)snprintf(out + len, n - len, "%s|",
+                                    json_string_value(json_object_get(m, "content")));
+    json_decref(msgs);
+}
+
+/* A fork is read branch by branch, the same on both devices: each device's conversation whole,
+ * the branch that holds the head (and what comes after the exchange) last; not interleaved
+ * message by message as (number, id) orders them (trial K2: the model got the other device's
+ * message between a question and its answer). */
+TEST(a_forked_thread_is_read_branch_by_branch)
+{
+    struct device a, b;
+    char agent[37], wa[4096], wb[4096];
+    device_open(&a, "sync_branch_a", 11);
+    device_open(&b, "sync_branch_b", 22);
+    create_agent(&a, "branchy", agent);
+    say(&a, agent, "t1", "first");
+    both(&a, &b);
+    say(&a, agent, "t1", "laptop 1");
+    say(&a, agent, "t1", "laptop 2");
+    say(&a, agent, "t1", "laptop 3");
+    say(&b, agent, "t1", "desktop 1");
+    say(&b, agent, "t1", "desktop 2");
+    both(&b, &a);
+    window_text(&a, agent, "t1", wa, sizeof wa);
+    window_text(&b, agent, "t1", wb, sizeof wb);
+    ASSERT_STREQ(wa, wb);
+    ASSERT_STREQ(wa, "first|desktop 1|desktop 2|laptop 1|laptop 2|laptop 3|");
+    say(&b, agent, "t1", "desktop after the exchange"); /* joins the head: laptop 3 */
+    both(&a, &b);
+    window_text(&a, agent, "t1", wa, sizeof wa);
+    window_text(&b, agent, "t1", wb, sizeof wb);
+    ASSERT_STREQ(wa, wb);
+    ASSERT_STREQ(wa, "first|desktop 1|desktop 2|laptop 1|laptop 2|laptop 3|"
+                     "desktop after the exchange|");
+    device_close(&a);
+    device_close(&b);
+}
+
 /* A small random program of one device's work on the shared agent. */
 static void random_work(struct device *d, const char *agent, unsigned *seed, int step)
 {
@@ -742,6 +791,7 @@ TEST(a_copy_of_a_store_cannot_sync_with_its_original)
 int main(void)
 {
     RUN(messages_appended_on_one_device_appear_on_the_other_and_forks_are_both_kept);
+    RUN(a_forked_thread_is_read_branch_by_branch);
     RUN(lifecycle_changes_sync_and_concurrent_ones_meet_by_precedence);
     RUN(the_clock_decides_not_the_local_revision);
     RUN(a_replayed_exchange_changes_nothing);
