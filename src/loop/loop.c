@@ -1815,7 +1815,8 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
      * share one read transaction. */
     if (rs->in.memory && rs->in.memory->after_run) {
         vg_store_read_batch(env->store, 1);
-        rs->in.memory->after_run(rs->in.memory->self, env, rs->in.agent_id, rs->in.thread_id, NULL);
+        rs->in.memory->after_run(rs->in.memory->self, env, rs->in.agent_id, rs->in.thread_id,
+                                 rs->in.limits.context_tokens, NULL);
         vg_store_read_batch(env->store, 0);
     }
     return rc;

@@ -133,7 +133,9 @@ struct vg_loop_executor {
  * about pending memory changes, as a JSON array of texts (owned) the loop appends as system
  * messages). prefix: before each model call, the system text (prompt and core memory, current
  * report, observation notes, working memory, summaries of older spans) within the token budget;
- * owned, vg_free. after_run: when the run has closed (schedule compaction of the thread).
+ * owned, vg_free. after_run: when the run has closed (schedule compaction of the thread);
+ * context_tokens is the run's context budget (vg_loop_limits.context_tokens), which the turns
+ * that leave the window must not wait far past to be summarized.
  */
 struct vg_loop_memory {
     void *self;
@@ -142,7 +144,7 @@ struct vg_loop_memory {
     vigil_code (*prefix)(void *self, struct vg_env *env, const char *agent_id,
                          const char *thread_id, const char *prompt, char **out, vigil_error *err);
     vigil_code (*after_run)(void *self, struct vg_env *env, const char *agent_id,
-                            const char *thread_id, vigil_error *err);
+                            const char *thread_id, int64_t context_tokens, vigil_error *err);
 };
 
 /* ---- limits ------------------------------------------------------------------------------- */

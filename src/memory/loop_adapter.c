@@ -153,12 +153,19 @@ static vigil_code prefix(void *self, struct vg_env *env, const char *agent_id,
     return rc;
 }
 
+/* The thread's compaction budget follows the run's context (half of it, as the default 51,200
+ * is half of 0.8 x 128k) unless the policy sets one: with a small model's window the turns
+ * that left it went unsummarized until 51,200 tokens piled up, so the model knew neither them
+ * nor a summary of them (trial K6). */
 static vigil_code after_run(void *self, struct vg_env *env, const char *agent_id,
-                            const char *thread_id, vigil_error *err)
+                            const char *thread_id, int64_t context_tokens, vigil_error *err)
 {
     struct vg_memory_loop *ml = self;
+    struct vg_compaction_policy policy = ml->policy;
     char job[VG_RECORD_ID_MAX] = "";
-    return vg_compact_consider(env, agent_id, thread_id, &ml->policy, job, err);
+    if (policy.thread_budget <= 0 && context_tokens > 0)
+        policy.thread_budget = context_tokens / 2;
+    return vg_compact_consider(env, agent_id, thread_id, &policy, job, err);
 }
 
 void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *out)

@@ -672,6 +672,34 @@ TEST(a_turn_that_takes_its_thread_past_its_budget_schedules_compaction)
     test_rt_close(&t);
 }
 
+/* With a small context (a small local model's), compaction's budget follows it: half the
+ * context, so the turns that leave the window are summarized soon after, not once 51,200 tokens
+ * piled up (trial K6). An agent with 4,000 context tokens passes its 2,000 within a few turns of
+ * about 500 tokens each; the fixed budget would have scheduled nothing in these turns. */
+TEST(compactions_budget_follows_a_small_context)
+{
+    struct test_rt t;
+    char *out = NULL, small[37], thread[200];
+    setup(&t, "chat_compaction_small");
+    vigil_agent_spec spec = {.name = "small",
+                             .config_json = "{\"limits\":{\"context_tokens\":4000}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, small, E));
+    snprintf(thread, sizeof thread, "%s:session:default", small);
+    char text[2001];
+    memset(text, 'w', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    int64_t jobs = 0;
+    for (int turn = 0; turn < 6 && jobs == 0; turn++) {
+        text[0] = (char)('a' + turn);
+        ASSERT_OK(vigil_chat(t.rt, small, NULL, text, NULL, &out, E));
+        vigil_free(out);
+        struct vg_query q = {.kind = "compaction_job", .owner = small, .k1 = thread};
+        ASSERT_OK(vg_store_count(t.env->store, &q, &jobs, E));
+    }
+    ASSERT_EQ(jobs, 1);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_turns_outcome_is_canonical_json_with_every_field);
@@ -684,5 +712,6 @@ int main(void)
     RUN(a_one_tool_turn_takes_the_stores_locks_few_times);
     RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     RUN(a_turn_that_takes_its_thread_past_its_budget_schedules_compaction);
+    RUN(compactions_budget_follows_a_small_context);
     return 0;
 }
