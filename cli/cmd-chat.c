@@ -288,13 +288,78 @@ static void review_pending(struct cli *c, const char *agent)
     json_decref(list);
 }
 
+static void say_text(const char *who, const char *text)
+{
+    printf("%s: %s\n", who, text ? text : "");
+}
+
+static void say_tool_result(const char *tool, int is_error, const char *text)
+{
+    printf("    %s %s: %s\n", tool ? tool : "tool", is_error ? "failed" : "answered",
+           text ? text : "");
+}
+
+/* One message of a session's history as a line or two of text. */
+static void history_line(json_t *m, const char *agent)
+{
+    const char *kind = json_string_value(json_object_get(m, "kind"));
+    const char *text = json_string_value(json_object_get(m, "content"));
+    const char *at = json_string_value(json_object_get(m, "created_at"));
+    json_t *call;
+    size_t i;
+    kind = kind ? kind : "";
+    if (!strcmp(kind, "action")) /* its call is shown with the thought that made it */
+        return;
+    printf("%s  ", at ? at : "");
+    if (!strcmp(kind, "user"))
+        say_text("you", text);
+    else if (!strcmp(kind, "thought"))
+        say_text(agent, text);
+    else if (!strcmp(kind, "toolResult"))
+        say_tool_result(json_string_value(json_object_get(m, "tool_name")),
+                        json_is_true(json_object_get(m, "is_error")), text);
+    else
+        say_text(kind, text);
+    json_array_foreach (json_object_get(m, "tool_calls"), i, call)
+        printf("    calls %s %s\n", json_string_value(json_object_get(call, "name")),
+               json_string_value(json_object_get(call, "arguments")));
+}
+
+/* `vigil chat AGENT --history N`: the session's last N messages, whoever's device ran them. */
+static int chat_history(struct cli *c, const char *agent, const char *session, const char *n,
+                        int json)
+{
+    char *end = NULL, *text = NULL;
+    vigil_error err = {0};
+    long limit = strtol(n, &end, 10);
+    if (!*n || *end || limit < 1 || limit > 1000)
+        return cli_usage("--history takes a number of messages from 1 to 1000");
+    if (vigil_session_messages(c->rt, agent, session, (int)limit, &text, &err))
+        return cli_fail(&err);
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = json_loads(text, 0, NULL), *m;
+    size_t i;
+    vigil_free(text);
+    if (!json_array_size(json_object_get(v, "items")))
+        printf("(no messages in session \"%s\" yet)\n",
+               json_string_value(json_object_get(v, "session")));
+    json_array_foreach (json_object_get(v, "items"), i, m)
+        history_line(m, "agent");
+    json_decref(v);
+    return 0;
+}
+
 int cmd_chat(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {
-        "-m=", "--message=", "--session=", "--turn-key=", "--json", NULL};
+        "-m=", "--message=", "--session=", "--turn-key=", "--json", "--history=", NULL};
     struct cli_opts o;
     if (cli_wants_help(argc, argv)) {
-        printf("usage: vigil chat AGENT [-m TEXT [--turn-key KEY]] [--session NAME] [--json]\n\n"
+        printf("usage: vigil chat AGENT [-m TEXT [--turn-key KEY]] [--session NAME] [--json]\n"
+               "       vigil chat AGENT --history N [--session NAME] [--json]\n\n"
                "Talk with an agent. Without -m: an interactive session (Ctrl-C cancels the\n"
                "current turn, Ctrl-D or /quit leaves). With -m: one turn, the reply on stdout.\n"
                "--session NAME picks the conversation (default: \"default\"); turns in a row,\n"
@@ -302,6 +367,8 @@ int cmd_chat(struct cli *c, int argc, char **argv)
                "--turn-key KEY (1 to 64 bytes without ':') names the turn, so a script may send\n"
                "it again after a timeout: a turn of that key that completed answers its reply\n"
                "again without a second run; one that did not runs again (docs/chat.md).\n"
+               "--history N prints the session's last N messages (also turns another device ran,\n"
+               "come by `vigil sync`) and runs no turn.\n"
                "The model comes from the config (docs/models.md); with none configured the\n"
                "scripted provider answers and says so.\n");
         return 0;
@@ -320,8 +387,12 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         return cli_usage("chat -m needs some text: an empty message is not sent");
     if (turn_key && !msg) /* an interactive session's turns would all share one key */
         return cli_usage("--turn-key names one turn: give it with -m TEXT");
+    if (cli_opt(&o, spec, "--history") && (msg || turn_key))
+        return cli_usage("--history reads the session: give it without -m or --turn-key");
     cli_open(c, 0);
     agent = cli_agent(c, agent);
+    if (cli_opt(&o, spec, "--history"))
+        return chat_history(c, agent, session, cli_opt(&o, spec, "--history"), json);
 
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint; /* no SA_RESTART: a blocking read returns, the turn ends */

@@ -520,6 +520,17 @@ VIGIL_API vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, c
 /* One message record in full (record_id from vigil_run_messages), with its whole content. */
 VIGIL_API vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id, char **out_json,
                                        vigil_error *err);
+/* A chat session's conversation as the agent's thread holds it (session NULL: "default"): its
+ * last limit messages (1..1000, 0: 50), oldest first, whole, also those of turns that ran on
+ * another device and came by `vigil sync` (their runs stay on that device, so run views do not
+ * reach them); a thread two devices appended to apart comes branch by branch, as the model
+ * reads it. {"agent_id", "session", "items": [{id, kind (user, thought, action, toolResult,
+ * observation, ...), content, created_at, run_id, and where they apply tool_calls [{id, name,
+ * arguments}], tool_call_id, tool_name, is_error}]}. A session never used has no items.
+ * Errors: ENOTFOUND (no agent), EINVAL. */
+VIGIL_API vigil_code vigil_session_messages(vigil_runtime *rt, const char *agent_id,
+                                            const char *session, int limit, char **out_json,
+                                            vigil_error *err);
 /* The run's tool calls oldest first: name, status, duration, error code and input/output
  * previews with truncated flags. */
 VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor,

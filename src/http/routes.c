@@ -336,6 +336,19 @@ static void h_run_tools(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
+/* GET /v1/agents/{agent}/sessions/{session}/messages: a chat session's conversation, also the
+ * turns another device ran (vigil chat --history). */
+static void h_session_messages(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc = vigil_session_messages(r->rt, ID0, ID1, limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 /* GET /v1/agents/{agent}/tool-calls: the calls made by hand, newest first (vigil tool calls). */
 static void h_hand_calls(struct vg_req *r)
 {
@@ -838,6 +851,8 @@ const struct vg_route vg_http_routes[] = {
      NULL, NULL, "reason,by"},
     {"POST", "/v1/agents/{agent}/tools/{tool}/call", h_tool_call_gate, 200, 1,
      "Call a tool as the agent, through the full gate", NULL, NULL, "arguments,run_key"},
+    {"GET", "/v1/agents/{agent}/sessions/{session}/messages", h_session_messages, 200, 0,
+     "A chat session's last messages, oldest first", "limit", NULL, NULL},
     {"GET", "/v1/agents/{agent}/tool-calls", h_hand_calls, 200, 0,
      "The tool calls made outside runs (by hand), newest first", "cursor,limit", NULL, NULL},
     {"GET", "/v1/indoubt", h_indoubt_list, 200, 0, "Operations a crash left in doubt", "agent",

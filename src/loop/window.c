@@ -264,7 +264,7 @@ static int scan_envelope(const char *content, char **out, int *is_error)
  * code and message: the ids are for the journal, and a model would pay for them again on every
  * later request of the turn. Returns NULL when content is not such an envelope.
  */
-static char *tool_answer(const char *content, int *is_error)
+char *vg_window_tool_answer(const char *content, int *is_error)
 {
     char *text = NULL;
     if (content[0] != '{' || !strstr(content, "\"operation_id\"") || !strstr(content, "\"status\""))
@@ -426,7 +426,7 @@ static vigil_code push(struct vg_window *w, const char *kind, const char *conten
     if (result) {
         if (!(tool_call_id = answered_call(w, tool_call_id, tool)))
             return VIGIL_OK;
-        if ((answer = tool_answer(content, &is_error)))
+        if ((answer = vg_window_tool_answer(content, &is_error)))
             content = answer;
     }
     struct vg_window_msg *m = new_msg(kind, content, tool_call_id, is_error, calls, n_calls);

@@ -102,4 +102,9 @@ void vg_window_fit(const struct vg_window *w, int64_t budget, struct vg_window_s
 /* The first message of the unit holding message i (its exchange's assistant message, or i). */
 size_t vg_window_unit_start(const struct vg_window *w, size_t i);
 
+/* A stored tool result as the model reads it (owned, vg_free): the gated executor's envelope
+ * becomes the result itself, or the error's code and message (*is_error set); NULL when content
+ * is no such envelope (then it is read as it is). */
+char *vg_window_tool_answer(const char *content, int *is_error);
+
 #endif

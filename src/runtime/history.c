@@ -4,7 +4,10 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
+#include "base/json.h"
 #include "journal/journal.h"
+#include "loop/window.h"
 #include "orch/orch.h"
 #include "runtime/runtime_int.h"
 #include "wake/wake.h"
@@ -419,4 +422,73 @@ vigil_code vigil_journal_import_json(vigil_runtime *rt, const char *agent_id, co
 {
     NEED(rt && agent_id && folder && out_json, "import needs a runtime, an agent and a folder");
     return vg_runtime_move_import(rt, agent_id, folder, out_json, err);
+}
+
+static int str_is(json_t *v, const char *s)
+{
+    return json_is_string(v) && !strcmp(json_string_value(v), s);
+}
+
+/* One message of a session as vigil_session_messages shows it. */
+static int session_item(json_t *items, json_t *m)
+{
+    static const char *const keys[] = {"id", "kind", "content", "created_at", "run_id"};
+    static const char *const meta_keys[][2] = {{"tool_calls", "tool_calls"},
+                                               {"tool_call_id", "tool_call_id"},
+                                               {"toolName", "tool_name"},
+                                               {"is_error", "is_error"}};
+    json_t *it = json_object(), *meta = json_object_get(m, "metadata");
+    int bad = !it;
+    for (size_t i = 0; !bad && i < VG_ARRAY_LEN(keys); i++) {
+        json_t *v = json_object_get(m, keys[i]);
+        bad = json_object_set(it, keys[i], v ? v : json_null());
+    }
+    for (size_t i = 0; !bad && json_is_object(meta) && i < VG_ARRAY_LEN(meta_keys); i++) {
+        json_t *v = json_object_get(meta, meta_keys[i][0]);
+        if (v)
+            bad = json_object_set(it, meta_keys[i][1], v);
+    }
+    /* A tool's answer as the model read it: its result, or its error's code and message, not
+     * the journal's envelope of ids. */
+    const char *content = json_string_value(json_object_get(m, "content"));
+    int is_error = 0;
+    char *answer = !bad && content && str_is(json_object_get(m, "kind"), "toolResult")
+                       ? vg_window_tool_answer(content, &is_error)
+                       : NULL;
+    if (answer) {
+        bad = json_object_set_new(it, "content", json_string(answer)) ||
+              (is_error && json_object_set_new(it, "is_error", json_true()));
+        vg_free(answer);
+    }
+    if (bad)
+        json_decref(it);
+    return bad || json_array_append_new(items, it);
+}
+
+vigil_code vigil_session_messages(vigil_runtime *rt, const char *agent_id, const char *session,
+                                  int limit, char **out_json, vigil_error *err)
+{
+    NEED(rt && agent_id && out_json, "session messages needs a runtime, an agent id and an output");
+    NEED(limit >= 0 && limit <= 1000, "limit must be 1..1000 (0: 50)");
+    char thread[512];
+    json_t *msgs = NULL, *m;
+    size_t i;
+    session = session && *session ? session : "default";
+    NEED(vg_utf8_valid(session) && strlen(session) < 256,
+         "a session name is UTF-8, under 256 bytes");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
+    vg_loop_session_thread(thread, sizeof thread, agent_id, session);
+    if ((rc = vg_message_latest(&rt->env, agent_id, thread, limit ? limit : 50, &msgs, err)))
+        return rc;
+    json_t *out = json_pack("{s:s, s:s, s:[]}", "agent_id", agent_id, "session", session, "items");
+    int bad = !out || vg_message_branch_order(msgs);
+    json_array_foreach (msgs, i, m)
+        bad = bad || session_item(json_object_get(out, "items"), m);
+    if (!bad && !(*out_json = vg_json_dump(out, 1)))
+        bad = 1;
+    json_decref(msgs);
+    json_decref(out);
+    return bad ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a session") : VIGIL_OK;
 }

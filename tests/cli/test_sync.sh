@@ -2,8 +2,9 @@
 # End-to-end: `vigil sync --with` between two stores, each a device. An agent made on one reaches
 # the other with its chat's messages; a pause made on the other comes back; syncing again sends
 # nothing; --json's summary; the exit statuses of a missing store, a copied store (one host id)
-# and a usage error. (Messages' arrival and order are checked in tests/sync/test_exchange.c: no
-# command lists a thread's messages apart from its runs, and runs stay with their store.)
+# and a usage error. The chat's messages read on the other device (`vigil chat --history`,
+# trial K7: runs stay with their store, so no run view reaches them); their arrival and order
+# are checked in tests/sync/test_exchange.c.
 # proves: S0-180
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
@@ -25,6 +26,17 @@ R=$OUT
 is '.sent.records >= 4 and .sent.changed == .sent.records and .received.records == 0'
 expect 0 --store "$DESKTOP" agent show "$id" --json
 has "$OUT" '"Shared"'
+# The laptop's conversation, read on the desktop.
+expect 0 --store "$DESKTOP" chat "$id" --history 10 --session s1
+has "$OUT" "you: hello from the laptop"
+expect 0 --store "$DESKTOP" chat "$id" --history 10 --session s1 --json
+R=$OUT
+is '.session == "s1" and (.items | length) == 2 and .items[0].kind == "user"'
+expect 0 --store "$DESKTOP" chat "$id" --history 10
+has "$OUT" 'no messages in session "default"'
+expect 2 --store "$DESKTOP" chat "$id" --history 10 -m hi
+expect 2 --store "$DESKTOP" chat "$id" --history lots
+expect 3 --store "$DESKTOP" chat nobody --history 10
 
 # The desktop pauses the agent; the laptop learns it.
 expect 0 --store "$DESKTOP" agent pause "$id"

@@ -154,6 +154,11 @@ TEST(agents_from_yaml_manifests)
     ASSERT_CONTAINS(r.body, "EPARSE");
     live_resp_free(&r);
     call_code(404, "ENOTFOUND", "GET", "/v1/agents/yamlbad", NULL);
+    /* Its chat session's messages (none yet), and an unknown agent's. */
+    v = call(200, "GET", "/v1/agents/yamlpal/sessions/default/messages?limit=5", NULL);
+    ASSERT_EQ(json_array_size(json_object_get(v, "items")), 0);
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/nobody/sessions/default/messages", NULL);
     /* Gone again, so the listings' counts below see the agents they made. */
     json_decref(call(200, "POST", "/v1/agents/yamlpal/destroy", NULL));
     call(204, "DELETE", "/v1/agents/yamlpal", NULL);

@@ -700,6 +700,48 @@ TEST(compactions_budget_follows_a_small_context)
     test_rt_close(&t);
 }
 
+/* A session's conversation read whole, oldest first (vigil chat --history, trial K7): each
+ * turn's message and answer, the latest limit of them, another session apart, an unknown agent
+ * ENOTFOUND and a limit out of range EINVAL. */
+TEST(a_sessions_messages_are_read_oldest_first)
+{
+    struct test_rt t;
+    char *out = NULL;
+    setup(&t, "chat_session_messages");
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "first question", NULL, &out, E));
+    vigil_free(out);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "second question", NULL, &out, E));
+    vigil_free(out);
+    ASSERT_OK(vigil_chat(t.rt, agent, "other", "elsewhere", NULL, &out, E));
+    vigil_free(out);
+    ASSERT_OK(vigil_session_messages(t.rt, agent, NULL, 0, &out, E));
+    json_t *v = json_loads(out, 0, NULL), *items = json_object_get(v, "items");
+    vigil_free(out);
+    ASSERT_EQ(json_array_size(items), 4);
+    ASSERT_STREQ(json_string_value(json_object_get(v, "session")), "default");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 0), "kind")), "user");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 0), "content")),
+                 "first question");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "kind")), "thought");
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(items, 3), "content")),
+                    "second question"); /* the scripted model echoes */
+    json_decref(v);
+    ASSERT_OK(vigil_session_messages(t.rt, agent, "default", 1, &out, E));
+    v = json_loads(out, 0, NULL);
+    vigil_free(out);
+    ASSERT_EQ(json_array_size(json_object_get(v, "items")), 1);
+    json_decref(v);
+    ASSERT_OK(vigil_session_messages(t.rt, agent, "other", 10, &out, E));
+    ASSERT_CONTAINS(out, "elsewhere");
+    ASSERT(!strstr(out, "first question"));
+    vigil_free(out);
+    ASSERT_CODE(
+        VIGIL_ENOTFOUND,
+        vigil_session_messages(t.rt, "01a2292f-0000-7000-8000-000000000000", NULL, 10, &out, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_session_messages(t.rt, agent, NULL, 1001, &out, NULL));
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_turns_outcome_is_canonical_json_with_every_field);
@@ -713,5 +755,6 @@ int main(void)
     RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     RUN(a_turn_that_takes_its_thread_past_its_budget_schedules_compaction);
     RUN(compactions_budget_follows_a_small_context);
+    RUN(a_sessions_messages_are_read_oldest_first);
     return 0;
 }
