@@ -380,6 +380,27 @@ static vigil_code check_text(const char *text, size_t len, const char *name, con
     }
 }
 
+/* Whether a YAML text holds nothing but blank lines, comments and document markers (an empty
+ * file, or one whose every line is commented out). */
+static int yaml_has_no_content(const char *text, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && text[end] != '\n')
+            end++;
+        size_t at = i;
+        while (at < end && (text[at] == ' ' || text[at] == '\r'))
+            at++;
+        int marker =
+            end - at >= 3 && (!strncmp(text + at, "---", 3) || !strncmp(text + at, "...", 3));
+        if (at < end && text[at] != '#' && !marker)
+            return 0;
+        i = end + 1;
+    }
+    return 1;
+}
+
 static vigil_code parse_yaml(const char *text, size_t len, const char *name, const char *what,
                              json_t **out, vigil_error *err)
 {
@@ -399,6 +420,13 @@ static vigil_code parse_yaml(const char *text, size_t len, const char *name, con
     struct fy_parse_cfg pcfg = {.flags = FYPCF_QUIET | FYPCF_DEFAULT_PARSE, .diag = diag};
 
     doc = fy_document_build_from_string(&pcfg, text, len);
+    if (!doc && yaml_has_no_content(text, len)) {
+        /* libfyaml makes no document of a stream without one, and says nothing wrong: a file
+         * with every key at its default, as a missing one (trial K10). */
+        if (!(*out = json_object()))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing \"%s\"", name);
+        goto out;
+    }
     if (!doc) {
         void *it = NULL;
         struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);

@@ -126,7 +126,7 @@ static vigil_code open_jobs(struct vg_env *env, const char *agent_id, const char
 }
 
 struct span_ctx {
-    int64_t limit_tokens, tokens, total;
+    int64_t limit_tokens, tokens, total, seen; /* seen: messages counted into total */
     int max, n, depth_filter; /* depth_filter: only summaries of this depth (0: any) */
     char start_id[VG_RECORD_ID_MAX], end_id[VG_RECORD_ID_MAX];
     int64_t start_seq, end_seq;
@@ -196,6 +196,7 @@ static int span_fields(const char *body, int64_t *tokens, int64_t *depth)
 static void span_add(struct span_ctx *s, const struct vg_record *r, int64_t t)
 {
     s->total += t;
+    s->seen++;
     /* The span: oldest messages while they fit limit_tokens (at least one), at most max. */
     if (s->n < s->max && (s->n == 0 || s->tokens + t <= s->limit_tokens)) {
         if (s->n == 0) {
@@ -541,7 +542,10 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
         if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
             return rc;
     }
-    if (s.n > 0 && s.total > p.budget)
+    /* A check that read as many messages as it may is past the budget too: the thread's
+     * uncovered history goes on beyond them, and a thread of short messages would otherwise
+     * never be compacted however long it grew (trial K5). */
+    if (s.n > 0 && (s.total > p.budget || s.seen >= limit))
         return schedule(env, agent_id, thread_id, 1, &s, job_id, err);
 
     /* Depth 2: a full group of depth-1 summaries not yet covered. */

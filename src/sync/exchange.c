@@ -76,6 +76,27 @@ static vigil_code missing(struct vg_store *s, const char *host, int64_t mark, in
     return rc;
 }
 
+static int entry_id_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, VG_RECORD_ID_MAX, "%s", r->id);
+    return 1;
+}
+
+/* The id of host's log entry SEQ in s, into out ("" when s holds none). */
+static vigil_code entry_at(struct vg_store *s, const char *host, int64_t seq,
+                           char out[VG_RECORD_ID_MAX], vigil_error *err)
+{
+    struct vg_query q = {.kind = "sync_log",
+                         .k1 = host,
+                         .has_seq_min = 1,
+                         .seq_min = seq,
+                         .has_seq_max = 1,
+                         .seq_max = seq,
+                         .limit = 1};
+    out[0] = '\0';
+    return vg_store_scan(s, &q, entry_id_cb, out, err);
+}
+
 struct marks_ctx {
     json_t *marks; /* host -> {"mark", "top"} */
 };
@@ -116,16 +137,19 @@ vigil_code vg_sync_hello(struct vg_env *env, json_t **out, vigil_error *err)
     if (rc)
         return rc;
     json_t *hello =
-        json_pack("{s:i, s:s, s:{s:I}, s:{s:I}, s:{}}", "v", 1, "host", sy->host, "marks", sy->host,
-                  (json_int_t)own, "tops", sy->host, (json_int_t)own, "holes");
+        json_pack("{s:i, s:s, s:{s:I}, s:{s:I}, s:{}, s:{}}", "v", 1, "host", sy->host, "marks",
+                  sy->host, (json_int_t)own, "tops", sy->host, (json_int_t)own, "holes", "lasts");
     if (!hello)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory saying hello");
     json_object_foreach (stored, host, m) {
         int64_t mark = jint(m, "mark"), top = jint(m, "top");
-        if (rc)
+        char last[VG_RECORD_ID_MAX] = "";
+        if (rc || (mark > 0 && (rc = entry_at(env->store, host, mark, last, err))))
             break;
         json_object_set_new(json_object_get(hello, "marks"), host, json_integer(mark));
         json_object_set_new(json_object_get(hello, "tops"), host, json_integer(top));
+        if (last[0])
+            json_object_set_new(json_object_get(hello, "lasts"), host, json_string(last));
         if (top > mark && !(rc = missing(env->store, host, mark, top, &holes, err)))
             json_object_set_new(json_object_get(hello, "holes"), host, holes);
     }
@@ -233,6 +257,33 @@ static vigil_code offer_host(struct offer_ctx *c, const char *host, const json_t
     return rc;
 }
 
+/* A store restored from a backup (or an older copy of itself) has the host id of the store it
+ * was: the entries it writes from then on take SEQs its peers already hold from the lost store,
+ * under other records, and would never reach them (trial K1). The peer's hello says how far it
+ * holds this host's log (its mark) and which entry is there (lasts); this store must hold the
+ * same entry at that SEQ. */
+static vigil_code check_not_behind(struct vg_store *s, const char *host, const json_t *hello,
+                                   vigil_error *err)
+{
+    int64_t mark = jint(json_object_get(hello, "marks"), host), top = 0;
+    const char *last = jstr(json_object_get(hello, "lasts"), host);
+    char mine[VG_RECORD_ID_MAX] = "";
+    const char *peer = jstr(hello, "host");
+    if (peer && !strcmp(peer, host))
+        return VIGIL_OK; /* a copy and its original: vg_sync_apply refuses them */
+    vigil_code rc = mark > 0 ? vg_sync_top_seq(s, host, &top, err) : VIGIL_OK;
+    if (!rc && mark > 0 && mark <= top && last)
+        rc = entry_at(s, host, mark, mine, err);
+    if (rc || mark <= 0 || (mark <= top && (!last || !strcmp(last, mine))))
+        return rc;
+    return VG_FAIL(err, VIGIL_ECONFLICT,
+                   "the other store holds this store's log (host %s) up to entry %lld, which "
+                   "this store %s: this store is an older copy of itself (restored from a "
+                   "backup?), and what it writes would never reach the other; make a new store "
+                   "with `vigil init` and sync it with the other (docs/sync.md)",
+                   host, (long long)mark, mark > top ? "does not hold" : "holds otherwise");
+}
+
 vigil_code vg_sync_offer(struct vg_env *env, const json_t *hello, json_t **out, vigil_error *err)
 {
     struct vg_sync_ctx *sy = joined(env, err);
@@ -254,7 +305,9 @@ vigil_code vg_sync_offer(struct vg_env *env, const json_t *hello, json_t **out, 
     if (!rc)
         rc = vg_store_begin(env->store, err); /* one snapshot for the whole offer */
     if (!rc) {
-        rc = offer_host(&c, sy->host, hello, err);
+        rc = check_not_behind(env->store, sy->host, hello, err);
+        if (!rc)
+            rc = offer_host(&c, sy->host, hello, err);
         if (!rc)
             rc = read_marks(env->store, &stored, err);
         json_object_foreach (stored, host, m)

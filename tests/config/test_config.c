@@ -290,6 +290,27 @@ TEST(a_file_loaded_again_reads_its_edits)
     vg_config_free(c);
 }
 
+/* An empty file, or one of comments only, is a config with every key at its default, as a
+ * missing file is (trial K10: it was "malformed config" with no reason). */
+TEST(an_empty_file_is_an_empty_config)
+{
+    const char *texts[] = {"", "\n", "# my config, to fill in later\n", "---\n"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(texts); i++) {
+        struct vg_config *c = NULL;
+        ASSERT_OK(vg_config_parse(texts[i], strlen(texts[i]), "c.yaml", &c, E));
+        ASSERT_STREQ(vg_config_get_string(c, "model.provider", "dflt"), "dflt");
+        vg_config_free(c);
+    }
+    char path[512];
+    struct vg_config *c = NULL;
+    clear_env();
+    snprintf(path, sizeof(path), "%s/config.yaml", vg_test_tmpdir("config_empty"));
+    write_text(path, "# model: {provider: openai}\n");
+    ASSERT_OK(vg_config_load(path, &c, E));
+    ASSERT_STREQ(vg_config_get_string(c, "model.provider", "dflt"), "dflt");
+    vg_config_free(c);
+}
+
 int main(void)
 {
     vg_alloc_install_json();
@@ -305,5 +326,6 @@ int main(void)
     RUN(default_path_rules);
     RUN(set_values);
     RUN(a_file_loaded_again_reads_its_edits);
+    RUN(an_empty_file_is_an_empty_config);
     return 0;
 }

@@ -435,7 +435,7 @@ static int fresh_scan_passes(struct vg_env *env, const char *agent)
                          .limit = 200 * 4 + 64};
     json_decref(cur);
     ASSERT_OK(vg_store_scan(env->store, &q, sum_tokens, sums, E));
-    return sums[1] > 0 && sums[0] > policy.thread_budget;
+    return sums[1] > 0 && (sums[0] > policy.thread_budget || sums[1] >= q.limit);
 }
 
 /* The check after a run keeps a tally of the uncovered tokens and reads only the messages added
@@ -596,6 +596,36 @@ TEST(tallies_of_more_threads_than_kept_still_decide)
     test_rt_close(&t);
 }
 
+/* A thread of many short messages: the check reads at most span_max * 4 + 64 uncovered
+ * messages, and when those alone hold less than the budget while the thread's uncovered
+ * history passes it, the history is compacted all the same, the oldest span first (trial K5:
+ * a chat of 1,052 messages and 69,913 uncovered tokens past a budget of 51,200 never got a
+ * job, as its oldest 864 messages held 41,044). */
+TEST(a_long_thread_of_short_messages_is_compacted)
+{
+    static const struct vg_compaction_policy small = {.thread_budget = 2000, .span_max = 10};
+    struct test_rt t;
+    test_rt_open(&t, "compact_short_messages");
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    for (int i = 0; i < 104; i++) /* the check's reach: 10 * 4 + 64 */
+        append_to(t.env, agent, "chat", "ok, thanks");
+    char big[1200]; /* 300 tokens */
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    for (int i = 0; i < 8; i++) /* past the budget with them */
+        append_to(t.env, agent, "chat", big);
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &small, jid, E));
+    ASSERT(jid[0] != '\0');
+    json_t *j = job(&t, jid);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "depth")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "messages")), 10); /* the oldest span */
+    ASSERT_EQ(json_integer_value(json_object_get(j, "start_seq")), 1);
+    json_decref(j);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(model_summarizer_first_extractive_on_refusal);
@@ -607,5 +637,6 @@ int main(void)
     RUN(a_thread_started_here_is_counted_as_appended_not_read_back);
     RUN(a_tally_kept_as_appended_sees_rollbacks_and_other_processes);
     RUN(tallies_of_more_threads_than_kept_still_decide);
+    RUN(a_long_thread_of_short_messages_is_compacted);
     return 0;
 }

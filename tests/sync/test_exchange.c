@@ -12,6 +12,7 @@
 
 #include "agent/agent.h"
 #include "os/clock.h"
+#include "os/fs.h"
 #include "runtime/runtime.h"
 #include "store/store.h"
 #include "sync/sync.h"
@@ -19,6 +20,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct device {
     struct vg_test_clock clock;
@@ -788,6 +790,81 @@ TEST(a_copy_of_a_store_cannot_sync_with_its_original)
     device_close(&b);
 }
 
+/* A store file's copy, with its write-ahead log (the store is closed: a backup). */
+static void copy_store(const char *from, const char *to)
+{
+    const char *suffix[] = {"", "-wal"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(suffix); i++) {
+        char src[4300], dst[4300], *data = NULL;
+        size_t len = 0;
+        snprintf(src, sizeof src, "%s%s", from, suffix[i]);
+        snprintf(dst, sizeof dst, "%s%s", to, suffix[i]);
+        unlink(dst);
+        if (!vg_fs_exists(src))
+            continue;
+        ASSERT_OK(vg_fs_read_file(src, (size_t)1 << 30, &data, &len, E));
+        ASSERT_OK(vg_fs_write_file(dst, data, len, E));
+        vg_free(data);
+    }
+    char shm[4300];
+    snprintf(shm, sizeof shm, "%s-shm", to);
+    unlink(shm);
+}
+
+/* The device's store opened again (a restart), its ids from another seed. */
+static void device_reopen(struct device *d, uint64_t seed)
+{
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = d->path};
+    ASSERT_OK(
+        vg_runtime_open_with(&o, &d->clock.base, vg_ids_seeded(&d->clock.base, seed), &d->rt, E));
+    d->env = vg_runtime_env(d->rt);
+}
+
+/* A store restored from a backup keeps its host id, and the peer it synced with after the
+ * backup holds entries of that host the restored store does not: what the restored store
+ * writes takes those SEQs again under other records, and a sync sent none of it, silently,
+ * while the lost store's last turn stayed on the peer only (trial K1). The exchange refuses
+ * it, and the peer is left as it was. */
+TEST(a_store_restored_from_a_backup_is_refused_by_a_peer_that_saw_its_lost_writes)
+{
+    if (getenv("VIGIL_TEST_RT_PG"))
+        return; /* the backup here is a copy of the store's file */
+    struct device a, b;
+    char agent[37], backup[4300];
+    vigil_error err = {0};
+    device_open(&a, "sync_restore_a", 101);
+    device_open(&b, "sync_restore_b", 102);
+    snprintf(backup, sizeof backup, "%s.backup", a.path);
+    create_agent(&a, "pal", agent);
+    say(&a, agent, "chat", "before the backup");
+    both(&a, &b);
+    device_close(&a);
+    copy_store(a.path, backup);
+    device_reopen(&a, 103);
+    say(&a, agent, "chat", "after the backup, lost with the disk");
+    both(&a, &b);
+    device_close(&a);
+    copy_store(backup, a.path); /* the restore */
+    device_reopen(&a, 104);
+    json_t *before = digest(&b);
+    /* Nothing written yet: the peer holds more of this host's log than the store itself. */
+    ASSERT_EQ(vg_sync_between(a.env, b.env, NULL, NULL, &err), VIGIL_ECONFLICT);
+    ASSERT(strstr(err.message, "restored from a backup") != NULL);
+    /* As many entries written as were lost, then more: the entry at the peer's mark differs. */
+    for (int i = 0; i < 3; i++) {
+        say(&a, agent, "chat", "after the restore");
+        err = (vigil_error){0};
+        ASSERT_EQ(vg_sync_between(a.env, b.env, NULL, NULL, &err), VIGIL_ECONFLICT);
+        ASSERT(strstr(err.message, "restored from a backup") != NULL);
+    }
+    json_t *after = digest(&b);
+    ASSERT(json_equal(before, after));
+    json_decref(before);
+    json_decref(after);
+    device_close(&a);
+    device_close(&b);
+}
+
 int main(void)
 {
     RUN(messages_appended_on_one_device_appear_on_the_other_and_forks_are_both_kept);
@@ -801,6 +878,7 @@ int main(void)
     RUN(shared_state_syncs_and_runtime_state_never_does);
     RUN(every_synced_record_has_its_log_entry_and_clock);
     RUN(a_copy_of_a_store_cannot_sync_with_its_original);
+    RUN(a_store_restored_from_a_backup_is_refused_by_a_peer_that_saw_its_lost_writes);
     RUN(three_devices_doing_concurrent_work_converge_in_any_order);
     return 0;
 }
