@@ -391,6 +391,44 @@ TEST(max_steps_soft_then_hard_stop)
     test_rt_close(&t);
 }
 
+/* An agent's own run has no step limit unless its definition sets one: 30 model calls asking
+ * for tools (within 40 tool rounds) and a last answer all run, where a limit would have stopped
+ * them. (A sub-agent's default, 50: tests/orch/test_delegation.c.) proves: S2-009 */
+TEST(a_top_level_run_has_no_step_limit_by_default)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_unlimited");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_buf b;
+    vg_buf_init(&b, 1u << 20);
+    vg_buf_putc(&b, '[');
+    for (int i = 0; i < 30; i++)
+        vg_buf_printf(&b,
+                      "{\"response\":{\"tool_calls\":[{\"id\":\"c%d\",\"name\":\"echo\","
+                      "\"arguments\":{\"text\":\"n%d\"}}]}},",
+                      i, i);
+    vg_buf_puts(&b, "{\"response\":{\"text\":\"all thirty done\"}}]");
+    ASSERT(!b.fail);
+    struct vg_model *m = scripted(&t, "unlimited", b.data, 0);
+    vg_buf_release(&b);
+    struct counting k = counting_executor();
+    k.x.self = &k;
+    struct vg_loop_input in = base_input(id, thread, m, "go on");
+    in.executor = &k.x;
+    in.limits.max_tool_rounds = 40;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_STREQ(r.stop_reason, "");
+    ASSERT_EQ(r.steps, 31);
+    ASSERT_EQ(k.calls, 30);
+    ASSERT_STREQ(r.final_text, "all thirty done");
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* Identical consecutive calls: the 3rd and 4th get an error result without running, the 5th
  * ends the run. proves: S2-012 */
 TEST(doom_loop_warns_then_stops)
@@ -1386,6 +1424,7 @@ int main(void)
     RUN(tool_round_trip_with_parallel_calls);
     RUN(max_tool_rounds_soft_stop);
     RUN(max_steps_soft_then_hard_stop);
+    RUN(a_top_level_run_has_no_step_limit_by_default);
     RUN(doom_loop_warns_then_stops);
     RUN(timeout_with_grace);
     RUN(total_steps_cap_across_resumes);
