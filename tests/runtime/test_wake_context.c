@@ -215,9 +215,59 @@ TEST(notes_accumulate_unchanged_across_wakes_and_stay_out_of_the_report)
     test_rt_close(&t);
 }
 
+/* Runtime state is local and holds nothing durable: when it is lost (here removed from the
+ * store, as a crash or a copy without it would leave the agent), the agent still shows, its
+ * next wake runs and makes it again, and its notes, report and state are all there.
+ * proves: S3-020 */
+TEST(losing_the_runtime_state_loses_nothing_durable)
+{
+    struct test_rt t;
+    char a[37], path[4200];
+    snprintf(path, sizeof path, "%s/model.json", vg_test_tmpdir("wake_lost_runtime_model"));
+    ASSERT_OK(vg_fs_write_file(path, notes_cassette, strlen(notes_cassette), E));
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "wake_lost_runtime");
+    vigil_agent_spec spec = {.name = "noter",
+                             .kind = "task_agent",
+                             .mode = "autonomous",
+                             .prompt = "You keep notes.",
+                             .config_json = "{\"tools\":[\"set_report\",\"record_observations\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    wake_once(&t, a, "task-1");
+    json_t *state = NULL;
+    int64_t state_rev = 0;
+    ASSERT_OK(vg_state_get(t.env, a, &state, &state_rev, E));
+    json_decref(state);
+
+    ASSERT_OK(vg_store_remove(t.env->store, "agent_runtime", a, E));
+    char *shown = NULL;
+    ASSERT_OK(vigil_agent_show(t.rt, a, &shown, E));
+    ASSERT_CONTAINS(shown, "\"run_status\":\"idle\"");
+    vigil_free(shown);
+    wake_once(&t, a, "task-2");
+    json_t *rt = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rt, "run_status")), "idle");
+    json_decref(rt);
+    ASSERT_EQ(notes_of(&t, a).count, 2); /* the first wake's note and the second's */
+    json_t *rep = NULL;
+    ASSERT_OK(vg_report_current(t.env, a, "current", &rep, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rep, "markdown")), "## Status\n- *on track*");
+    json_decref(rep);
+    int64_t rev_after = 0;
+    ASSERT_OK(vg_state_get(t.env, a, &state, &rev_after, E));
+    ASSERT(rev_after >= state_rev);
+    json_decref(state);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_wake_is_sent_the_report_every_observation_and_its_delta_not_earlier_turns);
     RUN(notes_accumulate_unchanged_across_wakes_and_stay_out_of_the_report);
+    RUN(losing_the_runtime_state_loses_nothing_durable);
     return 0;
 }
