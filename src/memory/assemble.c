@@ -7,7 +7,10 @@
  * delta (always); pinned working blocks; unpinned working blocks, most recently used first, up
  * to 30% of the budget (the least recently used leave first and are named in `evicted`);
  * summaries of older spans; observation notes (newest first); then hot raw messages of the
- * thread, newest first, until the budget is spent.
+ * thread, newest first, until the budget is spent; then, thread-first (seed 000, "Thread
+ * policy"), the latest summary of each of the agent's most recently summarized other threads
+ * (its earlier sessions and wakes), in what the hot messages left. A caller that keeps its own
+ * hot messages (the loop) gets those within a tenth of the budget.
  */
 #include "base/common.h"
 
@@ -29,6 +32,7 @@ void vg_context_release(struct vg_context *c)
     json_decref(c->working);
     json_decref(c->evicted);
     json_decref(c->summaries);
+    json_decref(c->prior);
     json_decref(c->hot);
     memset(c, 0, sizeof *c);
 }
@@ -149,6 +153,56 @@ static int64_t fit_newest(json_t *arr, struct vg_context *c, int64_t cap)
     return dropped;
 }
 
+struct prior_ctx {
+    const char *thread_id; /* the active thread, left out */
+    json_t *ids;           /* the latest summary ids of the other threads, newest first */
+};
+
+static int prior_cb(void *user, const struct vg_record *r)
+{
+    struct prior_ctx *p = user;
+    if (!strcmp(r->k1, p->thread_id))
+        return 0;
+    json_t *cursor = json_loads(r->body, 0, NULL);
+    const char *sid = json_string_value(json_object_get(cursor, "latest_summary_id"));
+    int rc = sid && json_array_append_new(p->ids, json_string(sid)) ? 1 : 0;
+    json_decref(cursor);
+    return rc;
+}
+
+/* The latest summary of each of the agent's other threads, newest first (their compaction
+ * cursors by the time they were last summarized: one indexed range of at most max + 1), kept
+ * oldest first within cap tokens. A summary the store no longer has (pruned) is skipped. */
+static vigil_code prior_threads(struct vg_memory *m, const struct vg_assemble_opts *o, int max,
+                                int64_t cap, struct vg_context *c, vigil_error *err)
+{
+    struct prior_ctx p = {o->thread_id, json_array()};
+    struct vg_query q = {
+        .kind = "compaction_cursor", .owner = o->agent_id, .descending = 1, .limit = max + 1};
+    if (!p.ids || !(c->prior = json_array())) {
+        json_decref(p.ids);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    }
+    vigil_code rc = vg_store_scan(m->env->store, &q, prior_cb, &p, err);
+    for (size_t i = 0; !rc && i < json_array_size(p.ids) && (int)i < max; i++) {
+        json_t *s = NULL;
+        vigil_error miss = {0};
+        rc = vg_error_unless_missing(
+            err, &miss,
+            vg_message_get(m->env, json_string_value(json_array_get(p.ids, i)), &s, &miss));
+        if (rc == VIGIL_ENOTFOUND) {
+            rc = VIGIL_OK;
+            continue;
+        }
+        if (!rc && json_array_insert_new(c->prior, 0, s))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    }
+    json_decref(p.ids);
+    if (!rc)
+        fit_newest(c->prior, c, cap);
+    return rc;
+}
+
 struct obs_ctx {
     json_t *items;
     int failed;
@@ -184,6 +238,7 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     int hot_max = o->hot_max > 0 ? o->hot_max : 40;
     int summary_max = o->summary_max > 0 ? o->summary_max : 8;
     int obs_max = o->observation_max > 0 ? o->observation_max : 50;
+    int prior_max = o->prior_max > 0 ? o->prior_max : 4;
     c->budget = (int64_t)((double)window * ratio);
     json_t *report = NULL;
     char sthread[VG_RECORD_ID_MAX];
@@ -261,6 +316,8 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     if (o->hot_max < 0) {
         if (!(c->hot = json_array()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        else
+            rc = prior_threads(m, o, prior_max, c->budget / 10, c, err);
         goto out;
     }
     if ((rc = vg_message_latest(m->env, o->agent_id, o->thread_id, hot_max, &c->hot, err)))
@@ -269,6 +326,7 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
            json_integer_value(json_object_get(json_array_get(c->hot, 0), "seq")) <= covered)
         json_array_remove(c->hot, 0);
     c->dropped_hot = fit_newest(c->hot, c, c->budget);
+    rc = prior_threads(m, o, prior_max, c->budget, c, err);
 out:
     json_decref(report);
     if (rc)
