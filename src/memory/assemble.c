@@ -153,51 +153,84 @@ static int64_t fit_newest(json_t *arr, struct vg_context *c, int64_t cap)
     return dropped;
 }
 
-struct prior_ctx {
-    const char *thread_id; /* the active thread, left out */
-    json_t *ids;           /* the latest summary ids of the other threads, newest first */
-};
-
-static int prior_cb(void *user, const struct vg_record *r)
+static int cursor_cb(void *user, const struct vg_record *r)
 {
-    struct prior_ctx *p = user;
-    if (!strcmp(r->k1, p->thread_id))
-        return 0;
     json_t *cursor = json_loads(r->body, 0, NULL);
     const char *sid = json_string_value(json_object_get(cursor, "latest_summary_id"));
-    int rc = sid && json_array_append_new(p->ids, json_string(sid)) ? 1 : 0;
+    int rc = sid && json_array_append_new(user, json_pack("[s, s]", r->k1, sid)) ? 1 : 0;
     json_decref(cursor);
     return rc;
 }
 
-/* The latest summary of each of the agent's other threads, newest first (their compaction
- * cursors by the time they were last summarized: one indexed range of at most max + 1), kept
- * oldest first within cap tokens. A summary the store no longer has (pruned) is skipped. */
+static int cursors_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "compaction_cursor";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+/* The agent's newest `n` compaction cursors as [[thread, latest summary id], ...], newest
+ * first (their seq is when their thread was last summarized), borrowed from the env: one
+ * indexed range, read again only when a cursor was written since (a model call of a thread
+ * that was never summarized read an empty range each time: 7.5 k instructions). */
+static vigil_code newest_cursors(struct vg_env *env, const char *agent_id, int n, json_t **out,
+                                 vigil_error *err)
+{
+    struct vg_store_change_mark m;
+    int marked = cursors_mark(env, &m);
+    if (marked && env->kept_cursors && !strcmp(env->kept_cursors_agent, agent_id) &&
+        m.foreign == env->kept_cursors_mark.foreign && m.own == env->kept_cursors_mark.own &&
+        env->kept_cursors_limit == n) {
+        *out = env->kept_cursors;
+        return VIGIL_OK;
+    }
+    json_t *list = json_array();
+    struct vg_query q = {
+        .kind = "compaction_cursor", .owner = agent_id, .descending = 1, .limit = n};
+    vigil_code rc = list ? vg_store_scan(env->store, &q, cursor_cb, list, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    if (rc) {
+        json_decref(list);
+        return rc;
+    }
+    json_decref(env->kept_cursors);
+    env->kept_cursors = list;
+    env->kept_cursors_agent[0] = '\0';
+    if (marked && strlen(agent_id) < sizeof env->kept_cursors_agent) {
+        snprintf(env->kept_cursors_agent, sizeof env->kept_cursors_agent, "%s", agent_id);
+        env->kept_cursors_mark = m;
+        env->kept_cursors_limit = n;
+    }
+    *out = list;
+    return VIGIL_OK;
+}
+
+/* The latest summary of each of the agent's other threads most recently summarized (at most
+ * max), kept oldest first within cap tokens. A summary the store no longer has is skipped. */
 static vigil_code prior_threads(struct vg_memory *m, const struct vg_assemble_opts *o, int max,
                                 int64_t cap, struct vg_context *c, vigil_error *err)
 {
-    struct prior_ctx p = {o->thread_id, json_array()};
-    struct vg_query q = {
-        .kind = "compaction_cursor", .owner = o->agent_id, .descending = 1, .limit = max + 1};
-    if (!p.ids || !(c->prior = json_array())) {
-        json_decref(p.ids);
+    json_t *cursors = NULL;
+    if (!(c->prior = json_array()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-    }
-    vigil_code rc = vg_store_scan(m->env->store, &q, prior_cb, &p, err);
-    for (size_t i = 0; !rc && i < json_array_size(p.ids) && (int)i < max; i++) {
-        json_t *s = NULL;
+    vigil_code rc = newest_cursors(m->env, o->agent_id, max + 1, &cursors, err);
+    int taken = 0;
+    for (size_t i = 0; !rc && i < json_array_size(cursors) && taken < max; i++) {
+        json_t *pair = json_array_get(cursors, i), *s = NULL;
+        if (!strcmp(json_string_value(json_array_get(pair, 0)), o->thread_id))
+            continue;
         vigil_error miss = {0};
         rc = vg_error_unless_missing(
             err, &miss,
-            vg_message_get(m->env, json_string_value(json_array_get(p.ids, i)), &s, &miss));
+            vg_message_get(m->env, json_string_value(json_array_get(pair, 1)), &s, &miss));
         if (rc == VIGIL_ENOTFOUND) {
             rc = VIGIL_OK;
             continue;
         }
         if (!rc && json_array_insert_new(c->prior, 0, s))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        taken++;
     }
-    json_decref(p.ids);
     if (!rc)
         fit_newest(c->prior, c, cap);
     return rc;

@@ -660,11 +660,23 @@ TEST(a_thread_sees_the_summaries_of_the_agents_other_threads_after_its_own_messa
     static const char *const newest4[] = {"s2", "s3", "s4", "s5"};
     names_threads(c.prior, newest4, 4);
     vg_context_release(&c);
+    /* One more thread summarized: it is the newest of them now. */
+    fill(&t, agent, "s6", 20);
+    char jid6[VG_RECORD_ID_MAX];
+    int ran6 = 0;
+    ASSERT_OK(vg_compact_consider(t.env, agent, "s6", &policy, jid6, E));
+    ASSERT_OK(vg_compact_run_one(t.env, &sum, &policy, &ran6, E));
+    ASSERT_EQ(ran6, 1);
+    ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
+    static const char *const newer4[] = {"s3", "s4", "s5", "s6"};
+    names_threads(c.prior, newer4, 4);
+    vg_context_release(&c);
+    vg_test_clock_advance(&t.clock, 1000);
 
     /* A summarized thread has its own summaries as its own, and the others' as prior. */
     o.thread_id = "s5";
     ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
-    static const char *const own[] = {"s5"}, *const others[] = {"s1", "s2", "s3", "s4"};
+    static const char *const own[] = {"s5"}, *const others[] = {"s2", "s3", "s4", "s6"};
     names_threads(c.summaries, own, 1);
     names_threads(c.prior, others, 4);
     vg_context_release(&c);
