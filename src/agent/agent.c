@@ -758,8 +758,13 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
         rc = state_read(env, agent_id, STATE_SHARED, &state, NULL, err);
     if (!rc) {
         rc = vg_env_get_json_shared(env, "agent_runtime", agent_id, &runtime, err);
-        if (rc == VIGIL_ENOTFOUND)
-            rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+        if (rc == VIGIL_ENOTFOUND) { /* lost: what vg_runtime_state_get makes again */
+            char at[32];
+            vg_time_format_ms(at, vg_env_now(env));
+            rc = (runtime = new_runtime_body(agent_id, at))
+                     ? VIGIL_OK
+                     : VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing agent \"%s\"", agent_id);
+        }
     }
     json_t *report = NULL;
     if (!rc) {
@@ -1052,9 +1057,18 @@ vigil_code vg_runtime_state_get(struct vg_env *env, const char *agent_id, json_t
                                 int64_t *rev, vigil_error *err)
 {
     vigil_code rc = vg_env_get_json(env, "agent_runtime", agent_id, out, rev, err);
-    if (rc == VIGIL_ENOTFOUND)
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    /* Runtime state is local and holds nothing durable: lost (a crash that took it, a store
+     * copied without it), an agent's is made again, idle, and its next wake runs (S3-020). */
+    vigil_lifecycle lc;
+    vigil_error miss = {0};
+    if (vg_agent_lifecycle(env, agent_id, &lc, &miss) != VIGIL_OK)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
-    return rc;
+    if ((rc = vg_store_begin(env->store, err)))
+        return rc;
+    rc = vg_store_end(env->store, vg_agent_runtime_put_idle(env, agent_id, err), err);
+    return rc ? rc : vg_env_get_json(env, "agent_runtime", agent_id, out, rev, err);
 }
 
 /* Merge changes into a runtime state body and stamp it. */

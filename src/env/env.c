@@ -366,6 +366,8 @@ void vg_env_release(struct vg_env *env)
     env->compact_tallies_note = NULL;
     json_decref(env->kept_agent);
     env->kept_agent = NULL;
+    json_decref(env->kept_cursors);
+    env->kept_cursors = NULL;
     for (unsigned i = 0; i < VG_ENV_KEPT_READS; i++)
         kept_clear(&env->kept_reads[i]);
 }

@@ -121,6 +121,13 @@ struct vg_env {
     char kept_running_parent[64];
     int kept_running_of_parent, kept_running_all, kept_running_valid;
     struct vg_store_change_mark kept_running_mark;
+    /* One agent's newest compaction cursors as context assembly read them (memory/assemble.c:
+     * [[thread, latest summary id], ...], newest first), with the store's change mark of
+     * compaction cursors they were read under: served again while that mark holds. */
+    struct json_t *kept_cursors;
+    int kept_cursors_limit; /* the most they were read for */
+    char kept_cursors_agent[64];
+    struct vg_store_change_mark kept_cursors_mark;
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

@@ -51,8 +51,10 @@ void vg_loop_result_release(struct vg_loop_result *r)
 
 static void limits_default(struct vg_loop_limits *l)
 {
-    if (l->max_steps <= 0)
-        l->max_steps = 25;
+    /* max_steps 0 stays 0: no step limit (a top-level agent's default, seed 002 D5); the tool
+     * rounds, the timeout, the budgets and total_steps_cap still end a run. */
+    if (l->max_steps < 0)
+        l->max_steps = 0;
     if (l->hard_extra_steps <= 0)
         l->hard_extra_steps = 1;
     if (l->max_tool_rounds <= 0)
@@ -721,11 +723,13 @@ static void run_ends(struct run_state *rs, enum vg_loop_end end, enum vg_run_sta
 static vigil_code open_journal_run(struct run_state *rs)
 {
     struct vg_loop_input *in = &rs->in;
-    char limits_json[256];
+    char limits_json[256], steps[16] = "null"; /* null: no step limit */
+    if (in->limits.max_steps)
+        snprintf(steps, sizeof steps, "%d", in->limits.max_steps);
     snprintf(limits_json, sizeof limits_json,
-             "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
+             "{\"max_steps\":%s,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
              "\"grace_ms\":%lld,\"total_steps_cap\":%d}",
-             in->limits.max_steps, in->limits.max_tool_rounds, (long long)in->limits.timeout_ms,
+             steps, in->limits.max_tool_rounds, (long long)in->limits.timeout_ms,
              (long long)in->limits.grace_ms, in->limits.total_steps_cap);
     rs->model_name =
         in->model_name ? in->model_name : json_string_value(json_object_get(rs->agent, "model"));
@@ -988,10 +992,10 @@ static vigil_code stop_for_limits(struct run_state *rs, int64_t elapsed, int *st
         }
         return VIGIL_OK;
     }
-    const char *why = rs->out->steps >= l->max_steps          ? "max_steps"
-                      : rs->tool_rounds >= l->max_tool_rounds ? "max_tool_rounds"
-                      : elapsed >= l->timeout_ms              ? "timeout"
-                                                              : NULL;
+    const char *why = l->max_steps && rs->out->steps >= l->max_steps ? "max_steps"
+                      : rs->tool_rounds >= l->max_tool_rounds        ? "max_tool_rounds"
+                      : elapsed >= l->timeout_ms                     ? "timeout"
+                                                                     : NULL;
     if (!why)
         return VIGIL_OK;
     rs->soft_stop = 1;

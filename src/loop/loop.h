@@ -152,7 +152,7 @@ struct vg_loop_memory {
 #define VG_LOOP_TIMEOUT_MS 600000 /* a run's wall time when its limits set none */
 
 struct vg_loop_limits {
-    int max_steps;        /* model calls before the soft stop; 0: 25 */
+    int max_steps;        /* model calls before the soft stop; 0: no limit (the journal: null) */
     int hard_extra_steps; /* model calls allowed after the soft stop; 0: 1 */
     int max_tool_rounds;  /* turns that ask for tools before the soft stop; 0: 20 */
     int64_t timeout_ms;   /* run wall time before the soft stop; 0: VG_LOOP_TIMEOUT_MS */

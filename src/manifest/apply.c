@@ -25,23 +25,15 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-const char *const vg_manifest_config_keys[] = {"tools",
-                                               "require_approval",
-                                               "capabilities",
-                                               "allowed_scopes",
-                                               "limits",
-                                               "budgets",
-                                               "memory",
-                                               "subscriptions",
-                                               "timers",
-                                               "command_tools",
-                                               "mcp_servers",
-                                               "sandbox",
-                                               "spawn",
-                                               "tags",
-                                               "retention",
-                                               "reports",
-                                               NULL};
+const char *const vg_manifest_config_keys[] = {"tools",        "require_approval",
+                                               "capabilities", "allowed_scopes",
+                                               "limits",       "budgets",
+                                               "memory",       "subscriptions",
+                                               "timers",       "command_tools",
+                                               "mcp_servers",  "sandbox",
+                                               "spawn",        "tags",
+                                               "retention",    "reports",
+                                               "extension",    NULL};
 
 /* ---- desired record ------------------------------------------------------------------------ */
 

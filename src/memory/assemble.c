@@ -7,7 +7,10 @@
  * delta (always); pinned working blocks; unpinned working blocks, most recently used first, up
  * to 30% of the budget (the least recently used leave first and are named in `evicted`);
  * summaries of older spans; observation notes (newest first); then hot raw messages of the
- * thread, newest first, until the budget is spent.
+ * thread, newest first, until the budget is spent; then, thread-first (seed 000, "Thread
+ * policy"), the latest summary of each of the agent's most recently summarized other threads
+ * (its earlier sessions and wakes), in what the hot messages left. A caller that keeps its own
+ * hot messages (the loop) gets those within a tenth of the budget.
  */
 #include "base/common.h"
 
@@ -29,6 +32,7 @@ void vg_context_release(struct vg_context *c)
     json_decref(c->working);
     json_decref(c->evicted);
     json_decref(c->summaries);
+    json_decref(c->prior);
     json_decref(c->hot);
     memset(c, 0, sizeof *c);
 }
@@ -149,6 +153,89 @@ static int64_t fit_newest(json_t *arr, struct vg_context *c, int64_t cap)
     return dropped;
 }
 
+static int cursor_cb(void *user, const struct vg_record *r)
+{
+    json_t *cursor = json_loads(r->body, 0, NULL);
+    const char *sid = json_string_value(json_object_get(cursor, "latest_summary_id"));
+    int rc = sid && json_array_append_new(user, json_pack("[s, s]", r->k1, sid)) ? 1 : 0;
+    json_decref(cursor);
+    return rc;
+}
+
+static int cursors_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "compaction_cursor";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+/* The agent's newest `n` compaction cursors as [[thread, latest summary id], ...], newest
+ * first (their seq is when their thread was last summarized), borrowed from the env: one
+ * indexed range, read again only when a cursor was written since (a model call of a thread
+ * that was never summarized read an empty range each time: 7.5 k instructions). */
+static vigil_code newest_cursors(struct vg_env *env, const char *agent_id, int n, json_t **out,
+                                 vigil_error *err)
+{
+    struct vg_store_change_mark m;
+    int marked = cursors_mark(env, &m);
+    if (marked && env->kept_cursors && !strcmp(env->kept_cursors_agent, agent_id) &&
+        m.foreign == env->kept_cursors_mark.foreign && m.own == env->kept_cursors_mark.own &&
+        env->kept_cursors_limit == n) {
+        *out = env->kept_cursors;
+        return VIGIL_OK;
+    }
+    json_t *list = json_array();
+    struct vg_query q = {
+        .kind = "compaction_cursor", .owner = agent_id, .descending = 1, .limit = n};
+    vigil_code rc = list ? vg_store_scan(env->store, &q, cursor_cb, list, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    if (rc) {
+        json_decref(list);
+        return rc;
+    }
+    json_decref(env->kept_cursors);
+    env->kept_cursors = list;
+    env->kept_cursors_agent[0] = '\0';
+    if (marked && strlen(agent_id) < sizeof env->kept_cursors_agent) {
+        snprintf(env->kept_cursors_agent, sizeof env->kept_cursors_agent, "%s", agent_id);
+        env->kept_cursors_mark = m;
+        env->kept_cursors_limit = n;
+    }
+    *out = list;
+    return VIGIL_OK;
+}
+
+/* The latest summary of each of the agent's other threads most recently summarized (at most
+ * max), kept oldest first within cap tokens. A summary the store no longer has is skipped. */
+static vigil_code prior_threads(struct vg_memory *m, const struct vg_assemble_opts *o, int max,
+                                int64_t cap, struct vg_context *c, vigil_error *err)
+{
+    json_t *cursors = NULL;
+    if (!(c->prior = json_array()))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    vigil_code rc = newest_cursors(m->env, o->agent_id, max + 1, &cursors, err);
+    int taken = 0;
+    for (size_t i = 0; !rc && i < json_array_size(cursors) && taken < max; i++) {
+        json_t *pair = json_array_get(cursors, i), *s = NULL;
+        if (!strcmp(json_string_value(json_array_get(pair, 0)), o->thread_id))
+            continue;
+        vigil_error miss = {0};
+        rc = vg_error_unless_missing(
+            err, &miss,
+            vg_message_get(m->env, json_string_value(json_array_get(pair, 1)), &s, &miss));
+        if (rc == VIGIL_ENOTFOUND) {
+            rc = VIGIL_OK;
+            continue;
+        }
+        if (!rc && json_array_insert_new(c->prior, 0, s))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        taken++;
+    }
+    if (!rc)
+        fit_newest(c->prior, c, cap);
+    return rc;
+}
+
 struct obs_ctx {
     json_t *items;
     int failed;
@@ -184,6 +271,7 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     int hot_max = o->hot_max > 0 ? o->hot_max : 40;
     int summary_max = o->summary_max > 0 ? o->summary_max : 8;
     int obs_max = o->observation_max > 0 ? o->observation_max : 50;
+    int prior_max = o->prior_max > 0 ? o->prior_max : 4;
     c->budget = (int64_t)((double)window * ratio);
     json_t *report = NULL;
     char sthread[VG_RECORD_ID_MAX];
@@ -261,6 +349,8 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     if (o->hot_max < 0) {
         if (!(c->hot = json_array()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        else
+            rc = prior_threads(m, o, prior_max, c->budget / 10, c, err);
         goto out;
     }
     if ((rc = vg_message_latest(m->env, o->agent_id, o->thread_id, hot_max, &c->hot, err)))
@@ -269,6 +359,7 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
            json_integer_value(json_object_get(json_array_get(c->hot, 0), "seq")) <= covered)
         json_array_remove(c->hot, 0);
     c->dropped_hot = fit_newest(c->hot, c, c->budget);
+    rc = prior_threads(m, o, prior_max, c->budget, c, err);
 out:
     json_decref(report);
     if (rc)

@@ -810,10 +810,10 @@ vigil_code vg_compact_commit_held(struct vg_env *env, const struct vg_compaction
     }
     if (crev == 0)
         rc = vg_env_put_json(env, "compaction_cursor", vg_memory_str(cursor, "id"), agent, thread,
-                             "", 0, cursor, 0, err);
-    else
+                             "", vg_env_now(env), cursor, 0, err);
+    else /* seq: when the thread was last summarized (the newest first: prior threads' context) */
         rc = vg_env_update_json(env, "compaction_cursor", vg_memory_str(cursor, "id"), agent,
-                                thread, "", 0, cursor, crev, err);
+                                thread, "", vg_env_now(env), cursor, crev, err);
     if (rc)
         goto out;
     if ((rc = vg_state_get_for_write(env, agent, &state, &srev, err)))

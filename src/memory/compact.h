@@ -12,7 +12,8 @@
  *
  * Record kinds:
  *   compaction_job    id=cj_<span hash>  owner=agent k1=<thread key> k2=status seq=next attempt ms
- *   compaction_cursor id=cc_<thread hash> owner=agent (covered seq, counts, level-2 progress)
+ *   compaction_cursor id=cc_<thread hash> owner=agent k1=thread seq=last summary ms (covered
+ *                     seq, counts, level-2 progress, latest_summary_id)
  * Jobs and cursors are local execution state: never synced (S0-030).
  */
 #ifndef VG_MEMORY_COMPACT_H

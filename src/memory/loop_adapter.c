@@ -1,7 +1,8 @@
 /*
  * loop_adapter.c: memory for the agent loop. The context prefix follows docs/memory.md: the
  * agent's prompt and core blocks, the current report, the observation notes, the loaded working
- * blocks and the summaries of older spans, within the token budget vg_memory_assemble keeps.
+ * blocks, the summaries of older spans and the latest summaries of the agent's other threads,
+ * within the token budget vg_memory_assemble keeps.
  * The loop keeps the hot messages itself (its in-memory window), so the assembler is asked for
  * none here.
  */
@@ -142,6 +143,7 @@ static vigil_code prefix(void *self, struct vg_env *env, const char *agent_id,
     section_list(&b, "Your notes from earlier wakes", ctx.observations, "content", NULL);
     section_list(&b, "Working memory", ctx.working, "content", "label");
     section_list(&b, "Summaries of earlier conversation", ctx.summaries, "content", NULL);
+    section_list(&b, "Summaries of your other conversations", ctx.prior, "content", NULL);
     if (json_array_size(ctx.evicted))
         vg_buf_printf(&b, "\n\n(%zu working blocks were left out to fit the context.)",
                       json_array_size(ctx.evicted));

@@ -206,6 +206,7 @@ struct vg_assemble_opts {
     int hot_max;           /* most raw messages; 0: 40; negative: none (the caller has its own) */
     int summary_max;       /* most summaries; 0: 8 */
     int observation_max;   /* most observation notes; 0: 50 */
+    int prior_max;         /* most prior threads whose latest summary is sent; 0: 4 */
     const char *delta;     /* the wake delta text, optional */
 };
 
@@ -221,6 +222,7 @@ struct vg_context {
     json_t *working;      /* loaded working blocks that fit (owned array) */
     json_t *evicted;      /* labels of loaded working blocks left out for budget (owned) */
     json_t *summaries;    /* summary messages of older spans (owned array) */
+    json_t *prior;        /* the latest summary of each of the agent's other threads (owned) */
     json_t *hot;          /* recent raw messages of the thread (owned array) */
     char *delta;          /* the wake delta (owned) or NULL */
     int64_t budget;       /* tokens allowed */

@@ -599,7 +599,9 @@ vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
         return rc;
     int64_t steps = vg_orch_jint(rec, "max_steps");
     int64_t ms = vg_orch_jint(json_object_get(rec, "request"), "max_runtime_ms");
-    if (steps > 0 && (!limits->max_steps || steps < limits->max_steps))
+    if (!limits->max_steps) /* its definition sets none: a sub-agent's default (seed 002 D5) */
+        limits->max_steps = VG_ORCH_CHILD_MAX_STEPS;
+    if (steps > 0 && steps < limits->max_steps)
         limits->max_steps = (int)steps;
     if (ms > 0 && (!limits->timeout_ms || ms < limits->timeout_ms))
         limits->timeout_ms = ms;

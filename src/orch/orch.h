@@ -97,8 +97,11 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
 vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out, int64_t *rev,
                              vigil_error *err);
 
-/* A spawned run's limits: its request's max_steps (within the parent's steps budget left at
- * admission) and max_runtime_ms, when lower than its manifest's. Not a child: unchanged. */
+/* A spawned run's limits: its manifest's max_steps, else VG_ORCH_CHILD_MAX_STEPS (a top-level
+ * run has no step limit by default), narrowed by its request's (within the parent's steps
+ * budget left at admission); its request's max_runtime_ms when lower than its manifest's. Not a
+ * child: unchanged. */
+#define VG_ORCH_CHILD_MAX_STEPS 50
 struct vg_loop_limits;
 vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
                                 struct vg_loop_limits *limits, vigil_error *err);

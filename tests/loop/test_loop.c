@@ -391,6 +391,44 @@ TEST(max_steps_soft_then_hard_stop)
     test_rt_close(&t);
 }
 
+/* An agent's own run has no step limit unless its definition sets one: 30 model calls asking
+ * for tools (within 40 tool rounds) and a last answer all run, where a limit would have stopped
+ * them. (A sub-agent's default, 50: tests/orch/test_delegation.c.) proves: S2-009 */
+TEST(a_top_level_run_has_no_step_limit_by_default)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_unlimited");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_buf b;
+    vg_buf_init(&b, 1u << 20);
+    vg_buf_putc(&b, '[');
+    for (int i = 0; i < 30; i++)
+        vg_buf_printf(&b,
+                      "{\"response\":{\"tool_calls\":[{\"id\":\"c%d\",\"name\":\"echo\","
+                      "\"arguments\":{\"text\":\"n%d\"}}]}},",
+                      i, i);
+    vg_buf_puts(&b, "{\"response\":{\"text\":\"all thirty done\"}}]");
+    ASSERT(!b.fail);
+    struct vg_model *m = scripted(&t, "unlimited", b.data, 0);
+    vg_buf_release(&b);
+    struct counting k = counting_executor();
+    k.x.self = &k;
+    struct vg_loop_input in = base_input(id, thread, m, "go on");
+    in.executor = &k.x;
+    in.limits.max_tool_rounds = 40;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_STREQ(r.stop_reason, "");
+    ASSERT_EQ(r.steps, 31);
+    ASSERT_EQ(k.calls, 30);
+    ASSERT_STREQ(r.final_text, "all thirty done");
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* Identical consecutive calls: the 3rd and 4th get an error result without running, the 5th
  * ends the run. proves: S2-012 */
 TEST(doom_loop_warns_then_stops)
@@ -1244,8 +1282,9 @@ TEST(a_run_without_a_model_id_its_provider_needs_starts_nothing)
 }
 
 /* The agent's runtime state is bookkeeping written inside the start's and the close's
- * transactions, each time in a savepoint of its own: when writing it fails (here: its record is
- * gone), the run still starts, completes and closes, and nothing of the failed writes stays. */
+ * transactions, each time in a savepoint of its own: when its record is gone, the run still
+ * starts, completes and closes, and the record is made again (S3-020), idle once the run is
+ * over. */
 TEST(a_runtime_state_that_cannot_be_written_stops_no_run)
 {
     struct test_rt t;
@@ -1274,9 +1313,11 @@ TEST(a_runtime_state_that_cannot_be_written_stops_no_run)
     ASSERT_STREQ(kind_at(msgs, 3), "toolResult");
     ASSERT_STREQ(kind_at(msgs, 4), "thought"); /* the answer */
     json_decref(msgs);
-    json_t *state = NULL;
-    vigil_error err = {0};
-    ASSERT_CODE(VIGIL_ENOTFOUND, vg_runtime_state_get(t.env, id, &state, NULL, &err));
+    /* Read from the store itself: vg_runtime_state_get would make a lost one again. */
+    struct vg_record *rec = NULL;
+    ASSERT_OK(vg_store_get_copy(t.env->store, "agent_runtime", id, &rec, E));
+    ASSERT_CONTAINS(rec->body, "\"run_status\":\"idle\"");
+    vg_free(rec);
     vg_loop_result_release(&r);
     vg_model_free(m);
     test_rt_close(&t);
@@ -1386,6 +1427,7 @@ int main(void)
     RUN(tool_round_trip_with_parallel_calls);
     RUN(max_tool_rounds_soft_stop);
     RUN(max_steps_soft_then_hard_stop);
+    RUN(a_top_level_run_has_no_step_limit_by_default);
     RUN(doom_loop_warns_then_stops);
     RUN(timeout_with_grace);
     RUN(total_steps_cap_across_resumes);

@@ -313,6 +313,63 @@ TEST(apply_creates_then_is_unchanged_then_updates)
     test_rt_close(&t);
 }
 
+/* An agent's config takes the application's own fields in its extension map, each key
+ * namespaced: kept with the agent, exported, applied back unchanged; a key without a
+ * namespace is refused on every way in (create, a manifest), and nothing is written. */
+TEST(extension_fields_are_namespaced_kept_and_exported)
+{
+    struct test_rt t;
+    test_rt_open(&t, "manifest_extension");
+    const char *dir = vg_test_tmpdir("manifest_extension_files");
+    char id[37];
+    vigil_agent_spec spec = {
+        .name = "extended",
+        .config_json = "{\"extension\":{\"acme.color\":\"blue\","
+                       "\"com.example.board\":{\"id\":7,\"lanes\":[\"todo\",\"done\"]}}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+    json_t *agent = NULL;
+    ASSERT_OK(vg_agent_get(t.env, id, &agent, NULL, E));
+    json_t *ext = json_object_get(json_object_get(agent, "config"), "extension");
+    ASSERT_STREQ(json_string_value(json_object_get(ext, "acme.color")), "blue");
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(ext, "com.example.board"), "id")),
+              7);
+    json_decref(agent);
+    json_t *m = NULL;
+    ASSERT_OK(vg_manifest_export(t.env, id, &m, E));
+    char *yaml = vg_manifest_to_yaml(m);
+    ASSERT_CONTAINS(yaml, "acme.color");
+    write_file(dir, "extended.yaml", yaml);
+    json_t *r = apply(&t, dir, 0, VIGIL_OK);
+    ASSERT_STREQ(action_of(r, 0), "unchanged");
+    json_decref(r);
+    vg_free(yaml);
+    json_decref(m);
+
+    static const char *const bad[] = {
+        "{\"extension\":{\"color\":\"blue\"}}", "{\"extension\":{\".color\":1}}",
+        "{\"extension\":{\"acme.\":1}}", "{\"extension\":{\"Acme.color\":1}}"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(bad); i++) {
+        vigil_agent_spec b = {.name = "refused", .config_json = bad[i]};
+        vigil_error err = {0};
+        char bid[37];
+        ASSERT_CODE(VIGIL_EINVAL, vigil_agent_create(t.rt, &b, bid, &err));
+        ASSERT_CONTAINS(err.message, "extension");
+    }
+    write_file(dir, "extended.yaml", "name: extended\nextension: {color: blue}\n");
+    r = apply(&t, dir, 0, VIGIL_EINVAL);
+    json_decref(r);
+    ASSERT_OK(vg_agent_get(t.env, id, &agent, NULL, E));
+    ext = json_object_get(json_object_get(agent, "config"), "extension");
+    ASSERT_STREQ(json_string_value(json_object_get(ext, "acme.color")), "blue");
+    ASSERT(!json_object_get(ext, "color"));
+    json_decref(agent);
+    json_t *list = NULL;
+    ASSERT_OK(vg_agent_list(t.env, NULL, 10, &list, E));
+    ASSERT_EQ(json_array_size(json_object_get(list, "items")), 1);
+    json_decref(list);
+    test_rt_close(&t);
+}
+
 TEST(duplicate_names_in_a_directory_apply_nothing)
 {
     struct test_rt t;
@@ -411,5 +468,6 @@ int main(void)
     RUN(apply_creates_then_is_unchanged_then_updates);
     RUN(duplicate_names_in_a_directory_apply_nothing);
     RUN(two_applies_of_one_name_at_once_create_one_agent);
+    RUN(extension_fields_are_namespaced_kept_and_exported);
     return 0;
 }

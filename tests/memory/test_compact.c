@@ -7,7 +7,9 @@
 #include "helpers/http_server.h"
 #include "helpers/rt.h"
 
+#include "loop/loop.h"
 #include "memory/compact.h"
+#include "memory/loop_adapter.h"
 #include "memory/memory.h"
 #include "model/model.h"
 
@@ -626,6 +628,117 @@ TEST(a_long_thread_of_short_messages_is_compacted)
     test_rt_close(&t);
 }
 
+/* A summarizer that names the thread it summarized. */
+static vigil_code thread_summarize(struct vg_summarizer *s, json_t *messages, int depth,
+                                   int max_tokens, char **out, vigil_error *err)
+{
+    (void)s;
+    (void)depth;
+    (void)max_tokens;
+    (void)err;
+    char buf[200];
+    snprintf(buf, sizeof buf, "summary of thread %s",
+             json_string_value(json_object_get(json_array_get(messages, 0), "thread_id")));
+    *out = vg_strdup(buf);
+    return *out ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+static const struct vg_summarizer_methods thread_methods = {1, "model", thread_summarize};
+
+/* Whether the summaries of a context's list name these threads, oldest first, and no other. */
+static void names_threads(json_t *list, const char *const *threads, size_t n)
+{
+    ASSERT_EQ(json_array_size(list), n);
+    for (size_t i = 0; i < n; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "summary of thread %s", threads[i]);
+        ASSERT_STREQ(json_string_value(json_object_get(json_array_get(list, i), "content")), want);
+    }
+}
+
+/* Context assembly is thread-first: the active thread's raw messages, then the latest summary
+ * of each of the agent's other threads most recently summarized (at most 4), in what the raw
+ * messages leave; a new session of an agent so starts with what its earlier ones were about.
+ * The model's system text (the loop's prefix) carries them too. proves: S0-045 */
+TEST(a_thread_sees_the_summaries_of_the_agents_other_threads_after_its_own_messages)
+{
+    struct test_rt t;
+    test_rt_open(&t, "compact_prior_threads");
+    char agent[37];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    struct vg_summarizer sum = {&thread_methods};
+    static const char *const threads[] = {"s1", "s2", "s3", "s4", "s5"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(threads); i++) {
+        fill(&t, agent, threads[i], 20); /* past the thread budget of 200 tokens */
+        char jid[VG_RECORD_ID_MAX];
+        ASSERT_OK(vg_compact_consider(t.env, agent, threads[i], &policy, jid, E));
+        ASSERT(jid[0]);
+        int ran = 0;
+        ASSERT_OK(vg_compact_run_one(t.env, &sum, &policy, &ran, E));
+        ASSERT_EQ(ran, 1);
+        vg_test_clock_advance(&t.clock, 1000);
+    }
+    append_to(t.env, agent, "now", "a new session begins");
+    struct vg_memory *m = NULL;
+    ASSERT_OK(vg_memory_new(t.env, NULL, &m, E));
+    struct vg_assemble_opts o = {.agent_id = agent, .thread_id = "now", .hot_max = 40};
+    struct vg_context c;
+    ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
+    ASSERT_EQ(json_array_size(c.hot), 1);
+    ASSERT_EQ(json_array_size(c.summaries), 0);
+    static const char *const newest4[] = {"s2", "s3", "s4", "s5"};
+    names_threads(c.prior, newest4, 4);
+    vg_context_release(&c);
+    /* One more thread summarized: it is the newest of them now. */
+    fill(&t, agent, "s6", 20);
+    char jid6[VG_RECORD_ID_MAX];
+    int ran6 = 0;
+    ASSERT_OK(vg_compact_consider(t.env, agent, "s6", &policy, jid6, E));
+    ASSERT_OK(vg_compact_run_one(t.env, &sum, &policy, &ran6, E));
+    ASSERT_EQ(ran6, 1);
+    ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
+    static const char *const newer4[] = {"s3", "s4", "s5", "s6"};
+    names_threads(c.prior, newer4, 4);
+    vg_context_release(&c);
+    vg_test_clock_advance(&t.clock, 1000);
+
+    /* A summarized thread has its own summaries as its own, and the others' as prior. */
+    o.thread_id = "s5";
+    ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
+    static const char *const own[] = {"s5"}, *const others[] = {"s2", "s3", "s4", "s6"};
+    names_threads(c.summaries, own, 1);
+    names_threads(c.prior, others, 4);
+    vg_context_release(&c);
+
+    /* Raw messages first: when they take the budget, the other threads' summaries give way. */
+    char big[3161];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    append_to(t.env, agent, "full", big); /* 790 tokens of a budget of 800 */
+    o.thread_id = "full";
+    o.window = 1000;
+    ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
+    ASSERT_EQ(json_array_size(c.hot), 1);
+    ASSERT_EQ(json_array_size(c.prior), 0);
+    vg_context_release(&c);
+    vg_memory_free(m);
+
+    /* What the loop sends the model before each call. */
+    struct vg_memory_loop *ml = NULL;
+    struct vg_loop_memory lm;
+    ASSERT_OK(vg_memory_loop_new(t.env, NULL, &ml, E));
+    vg_memory_loop_interface(ml, &lm);
+    char *text = NULL;
+    ASSERT_OK(lm.prefix(lm.self, t.env, agent, "now", NULL, &text, E));
+    ASSERT_CONTAINS(text, "Summaries of your other conversations");
+    ASSERT_CONTAINS(text, "summary of thread s5");
+    ASSERT(strstr(text, "summary of thread s1") == NULL);
+    vg_free(text);
+    vg_memory_loop_free(ml);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(model_summarizer_first_extractive_on_refusal);
@@ -638,5 +751,6 @@ int main(void)
     RUN(a_tally_kept_as_appended_sees_rollbacks_and_other_processes);
     RUN(tallies_of_more_threads_than_kept_still_decide);
     RUN(a_long_thread_of_short_messages_is_compacted);
+    RUN(a_thread_sees_the_summaries_of_the_agents_other_threads_after_its_own_messages);
     return 0;
 }

@@ -384,6 +384,47 @@ TEST(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took)
     test_rt_close(&t);
 }
 
+/* The step limit a run is given (as the wake runner computes it: the agent's definition, then
+ * its spawn): a sub-agent's run takes 50 when neither its definition nor its spawn request sets
+ * one, its definition's when it does; a top-level run takes none (0: no limit, test_loop.c runs
+ * one past where a limit would stop it). proves: S2-009 */
+TEST(a_sub_agent_run_takes_50_steps_unless_its_definition_says_otherwise)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37], key[65] = "";
+    int ran = 0;
+    cassette("orch_steps", RESUME);
+    test_rt_open(&t, "orch_steps");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Count them.");
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    struct vg_query q = {.kind = "spawn_child", .owner = boss};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, first_child_cb, key, E));
+    ASSERT(key[0]);
+    struct vg_loop_limits child = {0}, top = {0};
+    ASSERT_OK(vg_runtime_agent_limits(t.env, kid, &child, E));
+    ASSERT_OK(vg_orch_child_limits(t.env, key, &child, E));
+    ASSERT_EQ(child.max_steps, 50);
+    ASSERT_OK(vg_runtime_agent_limits(t.env, boss, &top, E));
+    ASSERT_OK(vg_orch_child_limits(t.env, "a-run-key-of-no-spawn", &top, E));
+    ASSERT_EQ(top.max_steps, 0);
+    /* The definition's own limit is the child's. */
+    json_t *f = json_pack("{s:{s:{s:i}}}", "config", "limits", "max_steps", 7);
+    ASSERT_OK(vg_agent_update(t.env, kid, f, E));
+    json_decref(f);
+    struct vg_loop_limits defined = {0};
+    ASSERT_OK(vg_runtime_agent_limits(t.env, kid, &defined, E));
+    ASSERT_OK(vg_orch_child_limits(t.env, key, &defined, E));
+    ASSERT_EQ(defined.max_steps, 7);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* A greedy child calls tools forever; the steps it may take are what its parent had left. */
 static const char *GREEDY =
     "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
@@ -884,6 +925,7 @@ int main(void)
     RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
     RUN(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
+    RUN(a_sub_agent_run_takes_50_steps_unless_its_definition_says_otherwise);
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
     RUN(a_child_that_spawned_and_then_failed_is_charged_every_step_it_took);

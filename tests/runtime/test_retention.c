@@ -348,11 +348,54 @@ TEST(erasure_leaves_nothing_of_the_agent_in_the_files)
     test_rt_close(&t);
 }
 
+/* Archival memory grows without bound and nothing removes it but a person or the agent: a
+ * prune with every class past its time to live and a storage budget of one byte (everything
+ * finished, whatever its age, is listed) leaves every archival note, each still found by search.
+ * proves: S4-036 */
+TEST(archival_memory_is_never_pruned)
+{
+    struct test_rt t;
+    char a[37], label[32], text[96];
+    setup(&t, "ret_archival");
+    make_agent(&t, "rememberer", NULL, a);
+    enum { NOTES = 300 };
+    for (int i = 0; i < NOTES; i++) {
+        snprintf(label, sizeof label, "note-%d", i);
+        snprintf(text, sizeof text, "archived fact number %d about zebra%d", i, i);
+        ASSERT_OK(vigil_memory_set(t.rt, a, label, text, "archival", NULL, NULL, E));
+    }
+    chat(&t, a, NULL, "a turn to have something to prune");
+    report_turn(&t, a, "one");
+    report_turn(&t, a, "two");
+    set_config(&t, "retention: {runtime: 1s, trace: 1s, action: 1s, report: 1s, summary: 1s}\n");
+    vg_test_clock_advance(&t.clock, 400 * DAY);
+    int64_t blocks_before = count_kind(&t, "memory_block", a);
+    ASSERT(blocks_before >= NOTES);
+    vigil_prune_options all = {.budget_bytes = 1};
+    json_t *r = prune(&t, &all);
+    ASSERT(json_integer_value(json_object_get(r, "records")) > 0); /* the prune did prune */
+    json_decref(r);
+    ASSERT_EQ(count_kind(&t, "memory_block", a), blocks_before);
+    char *listed = NULL;
+    ASSERT_OK(vigil_memory_list(t.rt, a, "archival", &listed, E));
+    json_t *v = json_loads(listed, 0, NULL);
+    vigil_free(listed);
+    json_t *items = json_is_array(v) ? v : json_object_get(v, "blocks");
+    ASSERT_EQ(json_array_size(items), NOTES);
+    json_decref(v);
+    char *hits = NULL;
+    ASSERT_OK(vigil_memory_search(t.rt, a, "zebra7", 5, &hits, E));
+    ASSERT_CONTAINS(hits, "archived fact number 7 about zebra7");
+    vigil_free(hits);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(each_class_goes_after_its_time_to_live_and_not_before);
     RUN(holds_keep_an_agent_or_a_run_whole);
     RUN(a_budget_prunes_in_the_fixed_order_the_same_way_twice);
     RUN(erasure_leaves_nothing_of_the_agent_in_the_files);
+    RUN(archival_memory_is_never_pruned);
     return 0;
 }

@@ -109,8 +109,165 @@ TEST(a_wake_is_sent_the_report_every_observation_and_its_delta_not_earlier_turns
     test_rt_close(&t);
 }
 
+/* Two wakes, a note each, and a report in markdown. */
+static const char notes_cassette[] =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"record_observations\","
+    "\"arguments\":{\"notes\":[\"NOTE-A: the client prefers mornings\"]}}]}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"set_report\","
+    "\"arguments\":{\"scope\":\"current\",\"markdown\":\"## Status\\n- *on track*\"}}]}},"
+    "{\"response\":{\"text\":\"done\"}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c3\",\"name\":\"record_observations\","
+    "\"arguments\":{\"notes\":[\"NOTE-B: the call moved to Friday\"]}}]}},"
+    "{\"response\":{\"text\":\"done again\"}}]}";
+
+struct note {
+    char id[64], content[128];
+    int64_t rev;
+};
+
+struct notes {
+    struct note n[4];
+    int count;
+};
+
+static int note_cb(void *user, const struct vg_record *r)
+{
+    struct notes *ns = user;
+    if (ns->count == 4)
+        return 1;
+    struct note *n = &ns->n[ns->count++];
+    json_t *b = json_loads(r->body, 0, NULL);
+    snprintf(n->id, sizeof n->id, "%s", r->id);
+    snprintf(n->content, sizeof n->content, "%s", json_string_value(json_object_get(b, "content")));
+    n->rev = r->rev;
+    json_decref(b);
+    return 0;
+}
+
+/* The agent's observation messages whose content is a note (not a wake's delta), oldest first. */
+static struct notes notes_of(struct test_rt *t, const char *agent)
+{
+    struct notes all = {0}, kept = {0};
+    struct vg_query q = {.kind = "message", .owner = agent, .k2 = "observation"};
+    ASSERT_OK(vg_store_scan(t->env->store, &q, note_cb, &all, E));
+    for (int i = 0; i < all.count; i++)
+        if (!strncmp(all.n[i].content, "NOTE-", 5))
+            kept.n[kept.count++] = all.n[i];
+    return kept;
+}
+
+/* Observations are a journal of the agent's private notes: each note is an observation message
+ * of its own, appended and never rewritten (the first wake's note is the same record, at its
+ * first revision, after the second wake added one), and both reach the next wake. The report
+ * is the free-form markdown the agent wrote, exactly, with none of its notes in it.
+ * proves: S3-035 S3-053 */
+TEST(notes_accumulate_unchanged_across_wakes_and_stay_out_of_the_report)
+{
+    struct test_rt t;
+    struct watch_model wm;
+    char a[37], path[4200];
+    snprintf(path, sizeof path, "%s/model.json", vg_test_tmpdir("wake_notes_model"));
+    ASSERT_OK(vg_fs_write_file(path, notes_cassette, strlen(notes_cassette), E));
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "wake_notes");
+    vigil_agent_spec spec = {.name = "noter",
+                             .kind = "task_agent",
+                             .mode = "autonomous",
+                             .prompt = "You keep notes.",
+                             .config_json = "{\"tools\":[\"set_report\",\"record_observations\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    ASSERT_OK(vg_runtime_prepare(t.rt, E));
+    watch_model_init(&wm, t.rt->model);
+    wm.keep = 1;
+    t.rt->model = &wm.base;
+
+    wake_once(&t, a, "task-1");
+    struct notes one = notes_of(&t, a);
+    ASSERT_EQ(one.count, 1);
+    ASSERT_STREQ(one.n[0].content, "NOTE-A: the client prefers mornings");
+    wake_once(&t, a, "task-2");
+    struct notes two = notes_of(&t, a);
+    ASSERT_EQ(two.count, 2);
+    ASSERT_STREQ(two.n[0].id, one.n[0].id);
+    ASSERT_STREQ(two.n[0].content, one.n[0].content);
+    ASSERT_EQ(two.n[0].rev, 1);
+    ASSERT_EQ(two.n[1].rev, 1);
+    ASSERT_STREQ(two.n[1].content, "NOTE-B: the call moved to Friday");
+    /* Both notes reach a later model call (the second wake's after its note). */
+    json_t *last = json_array_get(wm.requests, json_array_size(wm.requests) - 1);
+    ASSERT(has_text(last, "NOTE-A: the client prefers mornings"));
+    ASSERT(has_text(last, "NOTE-B: the call moved to Friday"));
+
+    json_t *rep = NULL;
+    ASSERT_OK(vg_report_current(t.env, a, "current", &rep, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rep, "markdown")), "## Status\n- *on track*");
+    json_decref(rep);
+    char *shown = NULL;
+    ASSERT_OK(vigil_report_get(t.rt, a, "current", 0, &shown, E));
+    ASSERT(strstr(shown, "NOTE-") == NULL);
+    vigil_free(shown);
+    t.rt->model = wm.inner;
+    watch_model_release(&wm);
+    test_rt_close(&t);
+}
+
+/* Runtime state is local and holds nothing durable: when it is lost (here removed from the
+ * store, as a crash or a copy without it would leave the agent), the agent still shows, its
+ * next wake runs and makes it again, and its notes, report and state are all there.
+ * proves: S3-020 */
+TEST(losing_the_runtime_state_loses_nothing_durable)
+{
+    struct test_rt t;
+    char a[37], path[4200];
+    snprintf(path, sizeof path, "%s/model.json", vg_test_tmpdir("wake_lost_runtime_model"));
+    ASSERT_OK(vg_fs_write_file(path, notes_cassette, strlen(notes_cassette), E));
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "wake_lost_runtime");
+    vigil_agent_spec spec = {.name = "noter",
+                             .kind = "task_agent",
+                             .mode = "autonomous",
+                             .prompt = "You keep notes.",
+                             .config_json = "{\"tools\":[\"set_report\",\"record_observations\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    wake_once(&t, a, "task-1");
+    json_t *state = NULL;
+    int64_t state_rev = 0;
+    ASSERT_OK(vg_state_get(t.env, a, &state, &state_rev, E));
+    json_decref(state);
+
+    ASSERT_OK(vg_store_remove(t.env->store, "agent_runtime", a, E));
+    char *shown = NULL;
+    ASSERT_OK(vigil_agent_show(t.rt, a, &shown, E));
+    ASSERT_CONTAINS(shown, "\"run_status\":\"idle\"");
+    vigil_free(shown);
+    wake_once(&t, a, "task-2");
+    json_t *rt = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rt, "run_status")), "idle");
+    json_decref(rt);
+    ASSERT_EQ(notes_of(&t, a).count, 2); /* the first wake's note and the second's */
+    json_t *rep = NULL;
+    ASSERT_OK(vg_report_current(t.env, a, "current", &rep, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rep, "markdown")), "## Status\n- *on track*");
+    json_decref(rep);
+    int64_t rev_after = 0;
+    ASSERT_OK(vg_state_get(t.env, a, &state, &rev_after, E));
+    ASSERT(rev_after >= state_rev);
+    json_decref(state);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_wake_is_sent_the_report_every_observation_and_its_delta_not_earlier_turns);
+    RUN(notes_accumulate_unchanged_across_wakes_and_stay_out_of_the_report);
+    RUN(losing_the_runtime_state_loses_nothing_durable);
     return 0;
 }
