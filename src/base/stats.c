@@ -22,7 +22,7 @@ struct histogram {
 };
 
 static struct histogram steps, model_calls;
-static _Atomic uint64_t log_syncs, commits;
+static _Atomic uint64_t log_syncs, commits, daemon_ticks, worker_wakeups;
 static _Atomic int commit_waiters;
 static pthread_mutex_t commit_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t commit_cv; /* on CLOCK_MONOTONIC: see init_commit_cv */
@@ -65,6 +65,22 @@ void vg_stats_model_call(int64_t ns)
 void vg_stats_log_sync(void)
 {
     atomic_fetch_add_explicit(&log_syncs, 1, memory_order_relaxed);
+}
+
+void vg_stats_daemon_tick(void)
+{
+    atomic_fetch_add_explicit(&daemon_ticks, 1, memory_order_relaxed);
+}
+
+void vg_stats_worker_woken(void)
+{
+    atomic_fetch_add_explicit(&worker_wakeups, 1, memory_order_relaxed);
+}
+
+void vg_stats_daemon_read(struct vg_daemon_counts *out)
+{
+    out->ticks = atomic_load_explicit(&daemon_ticks, memory_order_relaxed);
+    out->worker_wakeups = atomic_load_explicit(&worker_wakeups, memory_order_relaxed);
 }
 
 void vg_stats_committed(void)

@@ -19,4 +19,14 @@ void vg_stats_log_sync(void);
 /* A transaction that wrote committed: wakes vigil_stats_wait_commit. */
 void vg_stats_committed(void);
 
+/* The daemon's own work while no run needs it (docs/http.md, /metrics): a tick of its loop
+ * (its poll, a poke, a timer's deadline), and a worker thread woken from idle to look at the
+ * wake queue. An idle daemon ticks and leaves its workers asleep. */
+void vg_stats_daemon_tick(void);
+void vg_stats_worker_woken(void);
+struct vg_daemon_counts {
+    uint64_t ticks, worker_wakeups;
+};
+void vg_stats_daemon_read(struct vg_daemon_counts *out);
+
 #endif

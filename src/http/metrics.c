@@ -7,6 +7,7 @@
  */
 #include "base/common.h"
 
+#include "base/stats.h"
 #include "http/http_int.h"
 #include "http/mhd.h"
 #include "mcpserve/mcpserve.h"
@@ -162,6 +163,17 @@ static void process_stats(struct vg_buf *b)
                   "# HELP vigil_store_commits_total Store transactions that wrote.\n"
                   "# TYPE vigil_store_commits_total counter\nvigil_store_commits_total %llu\n",
                   (unsigned long long)st.log_syncs, (unsigned long long)st.commits);
+    struct vg_daemon_counts dc;
+    vg_stats_daemon_read(&dc);
+    vg_buf_printf(b,
+                  "# HELP vigil_daemon_ticks_total Times the daemon's loop looked for work "
+                  "(its poll, a poke, a timer).\n"
+                  "# TYPE vigil_daemon_ticks_total counter\nvigil_daemon_ticks_total %llu\n"
+                  "# HELP vigil_daemon_worker_wakeups_total Times a worker thread was woken "
+                  "from idle to claim queued wakes.\n"
+                  "# TYPE vigil_daemon_worker_wakeups_total counter\n"
+                  "vigil_daemon_worker_wakeups_total %llu\n",
+                  (unsigned long long)dc.ticks, (unsigned long long)dc.worker_wakeups);
 }
 
 void vg_http_metrics_route(struct vg_req *r)

@@ -198,9 +198,13 @@ static vigil_code page_close(struct page *p, vigil_code rc, char **out, vigil_er
     return page_out(&p->text, out, err);
 }
 
-/* Run one keyset page of q and produce {"items":[...],"next_cursor":...}. */
+typedef vigil_code (*scan_fn)(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                              void *user, vigil_error *err);
+
+/* Run one keyset page of q and produce {"items":[...],"next_cursor":...}; scan: vg_store_scan,
+ * or vg_store_scan_stored for a make that takes records as stored. */
 static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *cursor, int limit,
-                           item_fn make, char **out, vigil_error *err)
+                           scan_fn scan, item_fn make, char **out, vigil_error *err)
 {
     char after[201];
     vigil_code rc = limit_check(&limit, err);
@@ -216,7 +220,7 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
     page_init(&p, s, limit, make);
     vg_buf_puts(&p.text, "{\"items\":[");
     q->limit = limit + 1; /* one more tells whether a next page exists */
-    rc = page_scanned(&p, vg_store_scan(s, q, page_cb, &p, err), err);
+    rc = page_scanned(&p, scan(s, q, page_cb, &p, err), err);
     return page_close(&p, rc, out, err);
 }
 
@@ -294,18 +298,20 @@ static json_t *run_item_make(const struct vg_record *r)
 
 /*
  * Run items as last made, per thread, as their canonical text: a page of runs is mostly the runs
- * of the page read before it, and an item is a function of its record's body alone, whose
- * decoding, and then the item's encoding, were nearly all of a listing's cost. A slot is found
- * by the run's id and holds the body it was made from, compared whole, so a changed run makes
- * a new item (in the slot of its old one). A thread keeps at most ITEM_MEMO_SLOTS (about 2 KB
- * each), freed when it ends.
+ * of the page read before it, and an item is a function of its record alone, whose decoding,
+ * and then the item's encoding, were nearly all of a listing's cost. A slot is found by the
+ * run's id and holds the record as stored (its columns and its body in the stored form), compared
+ * whole, so a changed run makes a new item (in the slot of its old one) and a kept one costs no
+ * unpacking of its body (most of a page's cost after the item was kept: docs/internals/PERF.md,
+ * session 37). A thread keeps at most ITEM_MEMO_SLOTS (about 2 KB each), freed when it ends.
  */
 #define ITEM_MEMO_SLOTS 64
 #define ITEM_MEMO_WAYS 4
 
 struct item_slot {
-    char *body;      /* the record's body the item was made from (owned) */
+    char *stored;    /* the record as stored: id, owner, k1, k2, body, each ended by NUL (owned) */
     size_t len;      /* its length */
+    int64_t seq, at; /* its other columns */
     uint64_t hash;   /* of the run's id */
     uint64_t used;   /* the thread's tick at the last hit */
     char *text;      /* the item as canonical JSON (owned); NULL: an empty slot */
@@ -320,7 +326,7 @@ static void item_memo_free(void *memo)
 {
     struct item_slot *slots = memo;
     for (size_t i = 0; slots && i < ITEM_MEMO_SLOTS; i++) {
-        vg_free(slots[i].body);
+        vg_free(slots[i].stored);
         vg_free(slots[i].text);
     }
     vg_free(slots);
@@ -336,7 +342,7 @@ static struct item_slot *item_memo(void)
     pthread_once(&item_memo_once, item_memo_init);
     /* Also while an allocator port is set (the torture tests): what the port returns is C heap
      * that may outlive it (base/alloc.h), so the memo's texts stay valid after it is taken
-     * away, and every failure of the memo's own allocations (the slots, a body's copy) leaves
+     * away, and every failure of the memo's own allocations (the slots, a record's copy) leaves
      * the item made and written, only not kept, which is what those tests should see. */
     if (!item_memo_ok)
         return NULL;
@@ -357,10 +363,50 @@ static uint64_t text_hash(const char *text, size_t len)
     return h;
 }
 
-/* The slot holding this body, or the one to take for it: of the ITEM_MEMO_WAYS slots from the
- * id's hash (FNV's low bits mix poorly, so its top), the run's own (an older body of it), else
+/* The stored record's parts in a slot's order: what a body as written is made from (body.h). */
+static const char *stored_part(const struct vg_record *r, int i)
+{
+    const char *parts[] = {r->id, r->owner, r->k1, r->k2, r->body};
+    return parts[i] ? parts[i] : "";
+}
+
+#define STORED_PARTS 5
+
+/* Does slot s hold the record r as stored? */
+static int same_stored(const struct item_slot *s, const struct vg_record *r)
+{
+    if (!s->text || s->seq != r->seq || s->at != r->at)
+        return 0;
+    const char *at = s->stored, *end = s->stored + s->len;
+    for (int i = 0; i < STORED_PARTS; i++) {
+        size_t n = strlen(stored_part(r, i)) + 1;
+        if ((size_t)(end - at) < n || memcmp(at, stored_part(r, i), n))
+            return 0;
+        at += n;
+    }
+    return at == end;
+}
+
+/* r as stored, its parts each ended by NUL, for a slot (NULL when out of memory). */
+static char *stored_copy(const struct vg_record *r, size_t *len)
+{
+    size_t n = 0;
+    for (int i = 0; i < STORED_PARTS; i++)
+        n += strlen(stored_part(r, i)) + 1;
+    char *copy = vg_malloc(n), *at = copy;
+    for (int i = 0; copy && i < STORED_PARTS; i++) {
+        size_t k = strlen(stored_part(r, i)) + 1;
+        memcpy(at, stored_part(r, i), k);
+        at += k;
+    }
+    *len = n;
+    return copy;
+}
+
+/* The slot holding this record, or the one to take for it: of the ITEM_MEMO_WAYS slots from the
+ * id's hash (FNV's low bits mix poorly, so its top), the run's own (an older state of it), else
  * an empty one, else the least recently used one. */
-static struct item_slot *item_slot_for(struct item_slot *slots, const char *body, size_t len,
+static struct item_slot *item_slot_for(struct item_slot *slots, const struct vg_record *r,
                                        uint64_t h, int *hit)
 {
     static _Thread_local uint64_t tick;
@@ -369,7 +415,7 @@ static struct item_slot *item_slot_for(struct item_slot *slots, const char *body
     tick++;
     for (size_t w = 0; w < ITEM_MEMO_WAYS; w++) {
         struct item_slot *s = &slots[(base + w) % ITEM_MEMO_SLOTS];
-        if (s->text && s->hash == h && s->len == len && !memcmp(s->body, body, len)) {
+        if (s->text && s->hash == h && same_stored(s, r)) {
             s->used = tick;
             *hit = 1;
             return s;
@@ -387,37 +433,48 @@ static struct item_slot *item_slot_for(struct item_slot *slots, const char *body
     return pick;
 }
 
-/* The run's item appended to out: the memo's text, or made, encoded, and kept in the memo. */
+/* The item of r as stored (vg_store_scan_stored), its body unpacked, as canonical JSON text. */
+static char *run_item_text(const struct vg_record *r)
+{
+    struct vg_buf body;
+    vg_buf_init(&body, VG_BUF_DEFAULT_MAX);
+    struct vg_record written = *r;
+    written.body = vg_store_written_body(r, &body);
+    json_t *it = written.body ? run_item_make(&written) : NULL;
+    char *text = it ? vg_journal_canonical(it) : NULL;
+    json_decref(it);
+    vg_buf_release(&body);
+    return text;
+}
+
+/* The run's item appended to out: the memo's text, or made, encoded, and kept in the memo. r is
+ * as stored (vg_store_scan_stored). */
 static int run_item(struct vg_store *store, const struct vg_record *r, struct vg_buf *out,
                     vigil_error *err)
 {
     (void)store;
     (void)err;
-    size_t len = strlen(r->body);
     uint64_t h = text_hash(r->id, strlen(r->id));
     struct item_slot *slots = item_memo();
     int hit = 0;
-    struct item_slot *s = slots ? item_slot_for(slots, r->body, len, h, &hit) : NULL;
+    struct item_slot *s = slots ? item_slot_for(slots, r, h, &hit) : NULL;
     if (hit) {
         vg_buf_append(out, s->text, s->text_len);
         return 0;
     }
-    json_t *it = run_item_make(r);
-    char *text = it ? vg_journal_canonical(it) : NULL;
-    json_decref(it);
+    char *text = run_item_text(r);
     if (!text)
         return -1;
-    size_t text_len = strlen(text);
+    size_t text_len = strlen(text), len = 0;
     vg_buf_append(out, text, text_len);
-    char *body = s ? vg_malloc(len + 1) : NULL;
-    if (!body) {
+    char *stored = s ? stored_copy(r, &len) : NULL;
+    if (!stored) {
         vg_free(text);
         return 0;
     }
-    memcpy(body, r->body, len + 1);
-    vg_free(s->body);
+    vg_free(s->stored);
     vg_free(s->text);
-    *s = (struct item_slot){body, len, h, s->used, text, text_len};
+    *s = (struct item_slot){stored, len, r->seq, r->at, h, s->used, text, text_len};
     return 0;
 }
 
@@ -436,7 +493,7 @@ vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, co
      * instead of sorting all runs. */
     if (!agent_id && !status)
         q.k2 = "";
-    return run_page(store, &q, cursor, limit, run_item, out_json, err);
+    return run_page(store, &q, cursor, limit, vg_store_scan_stored, run_item, out_json, err);
 }
 
 struct got {
@@ -654,7 +711,7 @@ vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, c
         return rc;
     struct vg_query q = {
         .kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id, .k2 = "message"};
-    rc = run_page(store, &q, cursor, limit, message_item, out_json, err);
+    rc = run_page(store, &q, cursor, limit, vg_store_scan, message_item, out_json, err);
     json_decref(b);
     return rc;
 }

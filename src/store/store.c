@@ -622,8 +622,7 @@ vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg
     return unpacked(s, NULL, kind, id, cb, user, err);
 }
 
-vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
-                         vigil_error *err)
+static vigil_code scan_check(const struct vg_query *q, vigil_error *err)
 {
     if (!kind_valid(q->kind))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", q->kind ? q->kind : "");
@@ -631,7 +630,29 @@ vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record
         return VG_FAIL(err, VIGIL_EINVAL, "cursor without an id");
     if (q->limit < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "negative scan limit");
-    return unpacked(s, q, NULL, NULL, cb, user, err);
+    return VIGIL_OK;
+}
+
+vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
+                         vigil_error *err)
+{
+    vigil_code rc = scan_check(q, err);
+    return rc ? rc : unpacked(s, q, NULL, NULL, cb, user, err);
+}
+
+vigil_code vg_store_scan_stored(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                                void *user, vigil_error *err)
+{
+    vigil_code rc = scan_check(q, err);
+    return rc ? rc : s->methods->scan(s, q, cb, user, err);
+}
+
+const char *vg_store_written_body(const struct vg_record *r, struct vg_buf *out)
+{
+    vg_buf_reset(out);
+    if (!vg_body_unpack(r, out))
+        return r->body;
+    return out->fail ? NULL : out->data;
 }
 
 vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t *out,

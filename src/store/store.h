@@ -13,6 +13,8 @@
 
 #include "store/port.h"
 
+struct vg_buf;
+
 /*
  * Open a store by URI: "sqlite:PATH", "postgres://..." / "postgresql://...", or a plain path
  * (SQLite). On success *out is owned; close it with vg_store_close. */
@@ -62,6 +64,16 @@ vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg
                         void *user, vigil_error *err);
 vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
                          vigil_error *err);
+/* vg_store_scan with each record as stored: its body in its stored form (store/body.h), the
+ * body as written only through vg_store_written_body. For a reader that keeps what it made of
+ * a record by the record as stored, and so unpacks only the records it has not seen (the run
+ * listing: unpacking 21 runs' bodies was most of a page's cost, docs/internals/PERF.md,
+ * session 37). */
+vigil_code vg_store_scan_stored(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                                void *user, vigil_error *err);
+/* The body as written of a record vg_store_scan_stored gave: r->body itself, or out's text;
+ * NULL when out of memory. */
+const char *vg_store_written_body(const struct vg_record *r, struct vg_buf *out);
 vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                           vigil_error *err);
 vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id, vigil_error *err);

@@ -33,6 +33,7 @@
  */
 #include "base/common.h"
 
+#include "base/stats.h"
 #include "os/fiber.h"
 #include "os/fs.h"
 #include "os/proc.h"
@@ -529,11 +530,15 @@ static void *worker_main(void *arg)
     uint64_t seen = 0;
     int64_t finished_seen = 0;
     for (;;) {
-        int live = vg_fiber_sched_live(wk->sched);
+        int live = vg_fiber_sched_live(wk->sched), slept = 0;
         pthread_mutex_lock(&d->mu);
         /* Idle: sleep until there may be work. */
-        while (!live && !d->stopping && d->work_seq == seen)
+        while (!live && !d->stopping && d->work_seq == seen) {
             pthread_cond_wait(&d->cv, &d->mu);
+            slept = 1;
+        }
+        if (slept)
+            vg_stats_worker_woken();
         int fresh = d->work_seq != seen;
         seen = d->work_seq;
         int stop = d->stopping;
@@ -541,8 +546,8 @@ static void *worker_main(void *arg)
         if (stop && !live)
             break;
         /* New work, or a run of ours ended and freed a slot: claim until nothing is runnable
-         * or every slot is taken. (The loop thread kicks every poll_ms, so wakes queued by
-         * other processes are seen too.) */
+         * or every slot is taken. (The loop thread kicks at each poll_ms tick that finds the
+         * queue holding a run, so wakes queued by other processes are seen too.) */
         if (!stop && (fresh || wk->finished != finished_seen)) {
             finished_seen = wk->finished;
             claim_into_slots(wk);
@@ -871,6 +876,17 @@ static void free_handle(uv_handle_t *h)
     vg_free(h);
 }
 
+/* Whether a worker may find a wake to claim: the loop thread's one read, where every poll
+ * tick woke each idle worker onto d->mu to read the same and find nothing (docs/internals/
+ * PERF.md, session 37). A failed read says yes: the workers' own claim reports it. */
+static int queue_holds_runs(struct daemon *d)
+{
+    struct vg_query peek = {.kind = "wake_run", .k1 = "queued", .limit = 1};
+    int64_t n = 0;
+    vigil_error err = {0};
+    return vg_store_count(d->env->store, &peek, &n, &err) != VIGIL_OK || n > 0;
+}
+
 /* Everything the loop does on a tick: notifications in, timers due, work handed out. */
 static void tick(struct daemon *d)
 {
@@ -880,6 +896,7 @@ static void tick(struct daemon *d)
     int64_t wall = vg_env_now(env), mono = vg_clock_mono_ns(env->clock) / 1000000;
     if (d->stopping)
         return;
+    vg_stats_daemon_tick();
     /* A wall clock that moved differently from the monotonic clock jumped: recompute timers
      * from their intent. */
     int64_t drift = (wall - d->last_wall) - (mono - d->last_mono);
@@ -912,7 +929,10 @@ static void tick(struct daemon *d)
         if (d->o->host->sweep(env, &d->w, &err))
             vg_say("vigil serve: %s\n", err.message);
     }
-    kick(d); /* queued wakes may come from other processes too: let workers look */
+    /* Queued wakes may come from other processes too (and from this tick's flushes, timers
+     * and recovery): the workers look when the queue holds one. */
+    if (queue_holds_runs(d))
+        kick(d);
     arm_deadline(d);
 }
 
