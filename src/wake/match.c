@@ -424,13 +424,21 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
             st->suppressed++;
             continue;
         }
-        rc = vg_env_get_json(env, "subscription", h.v[i].sub, &subs[i], NULL, err);
+        vigil_error one = {0};
+        rc = vg_env_get_json(env, "subscription", h.v[i].sub, &subs[i], NULL, &one);
         if (rc == VIGIL_ENOTFOUND) { /* index without its subscription: ignore */
             rc = VIGIL_OK;
             continue;
         }
-        if (rc)
+        if (rc == VIGIL_ECORRUPT) { /* one agent's broken subscription holds up no other's */
+            rc = VIGIL_OK;
+            st->broken++;
+            continue;
+        }
+        if (rc) {
+            vg_error_copy(err, &one);
             break;
+        }
         size_t k;
         json_t *r;
         json_array_foreach (json_object_get(subs[i], "require"), k, r)
@@ -472,8 +480,20 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
                                   .n_tokens = b->n};
         enum vg_enqueue_result res;
         char key[65];
-        rc = vg_wake_enqueue(w, &req, key, &res, err);
-        if (!rc && res == VG_ENQ_NEW)
+        vigil_error one = {0};
+        rc = vg_wake_enqueue(w, &req, key, &res, &one);
+        /* An agent gone or unreadable (its subscription left behind, a damaged record) is
+         * skipped, its enqueue rolled back: the batch, consumed once, still wakes the others,
+         * instead of failing for all of them at every retry. The store's own failures (busy,
+         * full, out of memory) fail the batch, to be tried again whole. */
+        if (rc == VIGIL_ENOTFOUND || rc == VIGIL_ECORRUPT) {
+            rc = VIGIL_OK;
+            st->broken++;
+            continue;
+        }
+        if (rc)
+            vg_error_copy(err, &one);
+        else if (res == VG_ENQ_NEW)
             st->enqueued++;
         else if (!rc && res == VG_ENQ_MERGED)
             st->merged++;
