@@ -30,7 +30,7 @@
 /* The largest file a read returns and tool answer the bridge carries. */
 #define VG_BRIDGE_MAX_VALUE (1024u * 1024)
 
-enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR, STOP_SYSCALL };
+enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR, STOP_SYSCALL, STOP_HALTED };
 
 struct exec {
     const struct vg_code_request *q;
@@ -520,6 +520,10 @@ static int wait_loop(struct exec *x, int direct_files)
             x->stop = STOP_TIMEOUT;
             break;
         }
+        if (x->q->halt && *x->q->halt) { /* the poll below waits a second at most */
+            x->stop = STOP_HALTED;
+            break;
+        }
         if (direct_files)
             watch_dir(x, now, 0);
         if (x->stop != STOP_NONE || vg_fiber_poll(p, n, (int)VG_MIN(left, wait_ms)) <= 0)
@@ -568,6 +572,9 @@ static void classify_end(struct exec *x, int status)
              "the program ran longer than its wall-time limit of %d ms and was "
              "stopped",
              l->wall_ms);
+    } else if (x->stop == STOP_HALTED) {
+        fail(r, "interrupted",
+             "the program was killed: vigil stopped while it ran (its grace period ended)");
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
         note_refusal(r, "bridge", NULL, "bridge_error", x->broken);

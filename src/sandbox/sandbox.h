@@ -324,13 +324,18 @@ struct vg_code_request {
     uid_t sandbox_uid;
     const struct vg_code_host *host; /* may be NULL: tool calls are refused */
     const json_t *fetch_policy;      /* sandbox.fetch (fetch.h); NULL: fetch is refused */
+    /* Optional: non-zero once the host stops for good (a daemon past its grace period): the
+     * child is killed at once, checked at least once a second, and the answer is
+     * "interrupted" instead of the program waiting out its wall-time limit. */
+    const volatile int *halt;
 };
 
 /*
  * What came of one execution. ok = 1: result holds the program's value (JSON null when it
  * returned nothing). ok = 0: error_code is one of code_too_large, syntax_error, runtime_error,
  * timeout, cpu_limit, memory_limit, tool_limit, dir_limit, process_limit, fd_limit,
- * sandbox_violation, sandbox_unavailable, bridge_error; error_message says what to change.
+ * sandbox_violation, sandbox_unavailable, bridge_error, interrupted (the host stopped it:
+ * vg_code_request.halt); error_message says what to change.
  */
 struct vg_code_result {
     int ok;

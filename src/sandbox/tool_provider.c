@@ -186,7 +186,7 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     struct code_provider *c = (struct code_provider *)p;
     const char *code = json_string_value(json_object_get(q->args, "code"));
     char wd[4400];
-    struct vg_code_request req = {.code = code, .code_len = strlen(code)};
+    struct vg_code_request req = {.code = code, .code_len = strlen(code), .halt = q->halt};
     vigil_error e2 = {0};
     if (vg_sandbox_provider_settings(p, q->agent_id, wd, sizeof wd, &req, &e2)) {
         vg_tool_response_fail(r, VG_TOOL_FAILED, "%s", e2.message);
@@ -227,7 +227,11 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     if (res.ok) {
         r->result = out;
     } else { /* the error's code and message, and the whole answer (output, layers) beside */
-        vg_tool_response_fail(r, VG_TOOL_FAILED, "%s: %s", res.error_code, res.error_message);
+        /* Killed because vigil stopped: cut short as a command tool is (tool/command.c), so
+         * the executor's rules for a timeout apply (a program that may have acted is in doubt). */
+        int halted = !strcmp(res.error_code, "interrupted");
+        vg_tool_response_fail(r, halted ? VG_TOOL_TIMEOUT : VG_TOOL_FAILED, "%s: %s",
+                              res.error_code, res.error_message);
         r->result = out;
     }
     vg_code_result_release(&res);

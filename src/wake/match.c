@@ -351,6 +351,38 @@ static int needs_entities(json_t *sub)
            json_is_string(json_object_get(sub, "linked_to"));
 }
 
+/* Enqueue the wake of one matched subscription. An agent gone or unreadable (its subscription
+ * left behind, a damaged record) is skipped, its enqueue rolled back: the batch, consumed once,
+ * still wakes the others, instead of failing for all of them at every retry. The store's own
+ * failures (busy, full, out of memory) fail the batch, to be tried again whole. */
+static vigil_code enqueue_match(struct vg_wake *w, const struct vg_wake_batch *b,
+                                const struct hit *hit, struct vg_match_stats *st, vigil_error *err)
+{
+    struct vg_wake_req req = {.reason = VG_REASON_SUBSCRIPTION,
+                              .agent_id = hit->agent,
+                              .reason_id = hit->sub,
+                              .batch_identity = b->identity,
+                              .tokens = (const char *const *)b->tokens,
+                              .n_tokens = b->n};
+    enum vg_enqueue_result res;
+    char key[65];
+    vigil_error one = {0};
+    vigil_code rc = vg_wake_enqueue(w, &req, key, &res, &one);
+    if (rc == VIGIL_ENOTFOUND || rc == VIGIL_ECORRUPT) {
+        st->broken++;
+        return VIGIL_OK;
+    }
+    if (rc) {
+        vg_error_copy(err, &one);
+        return rc;
+    }
+    if (res == VG_ENQ_NEW)
+        st->enqueued++;
+    else if (res == VG_ENQ_MERGED)
+        st->merged++;
+    return VIGIL_OK;
+}
+
 vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *b,
                                  struct vg_match_stats *st, vigil_error *err)
 {
@@ -424,13 +456,21 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
             st->suppressed++;
             continue;
         }
-        rc = vg_env_get_json(env, "subscription", h.v[i].sub, &subs[i], NULL, err);
+        vigil_error one = {0};
+        rc = vg_env_get_json(env, "subscription", h.v[i].sub, &subs[i], NULL, &one);
         if (rc == VIGIL_ENOTFOUND) { /* index without its subscription: ignore */
             rc = VIGIL_OK;
             continue;
         }
-        if (rc)
+        if (rc == VIGIL_ECORRUPT) { /* one agent's broken subscription holds up no other's */
+            rc = VIGIL_OK;
+            st->broken++;
+            continue;
+        }
+        if (rc) {
+            vg_error_copy(err, &one);
             break;
+        }
         size_t k;
         json_t *r;
         json_array_foreach (json_object_get(subs[i], "require"), k, r)
@@ -464,19 +504,7 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
         if (needs_entities(subs[i]) && !predicates_hold(subs[i], entities, b))
             continue;
         st->matched_subs++;
-        struct vg_wake_req req = {.reason = VG_REASON_SUBSCRIPTION,
-                                  .agent_id = h.v[i].agent,
-                                  .reason_id = h.v[i].sub,
-                                  .batch_identity = b->identity,
-                                  .tokens = (const char *const *)b->tokens,
-                                  .n_tokens = b->n};
-        enum vg_enqueue_result res;
-        char key[65];
-        rc = vg_wake_enqueue(w, &req, key, &res, err);
-        if (!rc && res == VG_ENQ_NEW)
-            st->enqueued++;
-        else if (!rc && res == VG_ENQ_MERGED)
-            st->merged++;
+        rc = enqueue_match(w, b, &h.v[i], st, err);
     }
 out:
     rc = vg_wake_tx_end(env, rc, tagged, saved, err);

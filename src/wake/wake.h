@@ -187,6 +187,7 @@ struct vg_match_stats {
     int enqueued;     /* new wake_run records */
     int merged;       /* merged into an agent's queued wake */
     int duplicate;    /* the batch identity had been consumed before */
+    int broken;       /* skipped: the subscription or its agent is gone or unreadable */
 };
 
 /*

@@ -1201,6 +1201,66 @@ TEST(durable_notifications_are_taken_once)
     test_rt_close(&t);
 }
 
+/* Damage a record: its body no JSON, or for an agent its lifecycle column unknown. */
+static void damage(struct test_rt *t, const char *kind, const char *id)
+{
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(t->env->store, kind, id, &r, E));
+    if (!strcmp(kind, "agent"))
+        r->k1 = "unknown";
+    else
+        r->body = "{damaged";
+    ASSERT_OK(vg_store_update(t->env->store, r, r->rev, E));
+    vg_free(r);
+}
+
+/* A batch whose tokens some broken agents also watch still wakes the healthy ones: one agent's
+ * subscription damaged, another agent's lifecycle unreadable, a third's record removed with its
+ * subscription left behind. Each is skipped and counted; the batch is consumed once, and the
+ * next batch matches as well.
+ * proves: S3-063 (vigil restores no subscriptions into memory: the store's token index is
+ * the truth, so matching a batch is where one broken agent must not block the others) */
+TEST(a_broken_agent_never_blocks_the_others_wakes)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char healthy[37], bad_sub[37], bad_agent[37], gone[37], sid[201], ignored[201];
+    test_rt_open(&t, "wake_broken_agent");
+    make_agent(&t, bad_sub);
+    make_agent(&t, bad_agent);
+    make_agent(&t, gone);
+    make_agent(&t, healthy);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, bad_sub, toks, 1, sid);
+    damage(&t, "subscription", sid);
+    sub_add(&t, bad_agent, toks, 1, ignored);
+    damage(&t, "agent", bad_agent);
+    sub_add(&t, gone, toks, 1, ignored);
+    ASSERT_OK(vg_store_remove(t.env->store, "agent", gone, E));
+    sub_add(&t, healthy, toks, 1, ignored);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_match_stats st;
+    batch(&w, toks, 1, NULL, "b1", &st);
+    ASSERT_EQ(st.enqueued, 1);
+    ASSERT_EQ(st.broken, 3);
+    ASSERT_EQ(count_runs(&t, healthy, "queued"), 1);
+    ASSERT_EQ(count_runs(&t, gone, "queued"), 0);
+    /* Durable notifications the same way: taken, and the healthy agent's queued wake grows. */
+    ASSERT_OK(vg_wake_notify_durable(t.env, toks, 1, NULL, E));
+    int taken, n;
+    ASSERT_OK(vg_wake_intake_durable(&w, 0, &taken, E));
+    ASSERT_EQ(taken, 1);
+    vg_test_clock_advance(&t.clock, 100);
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E));
+    struct vg_query q = {.kind = "notification"};
+    int64_t left = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &left, E));
+    ASSERT_EQ(left, 0);
+    ASSERT_EQ(count_runs(&t, healthy, "queued"), 1);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 static char heard[16][80];
 static int n_heard;
 
@@ -1372,5 +1432,6 @@ int main(void)
     RUN(predicates_refine_token_matches_with_one_lookup_of_entity_ids);
     RUN(subscriptions_persist_and_replace_by_id);
     RUN(durable_notifications_are_taken_once);
+    RUN(a_broken_agent_never_blocks_the_others_wakes);
     return 0;
 }

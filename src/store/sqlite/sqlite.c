@@ -974,10 +974,11 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_fts_put);
     sqlite3_finalize(ss->st_fts_del);
     sqlite3_finalize(ss->st_fts_search);
-    for (int i = 0; ss->st_scan && i < QUERY_SLOTS * SCAN_SHAPES; i++) {
+    /* An open that failed part way may have made one of the two arrays and not the other. */
+    for (int i = 0; ss->st_scan && i < QUERY_SLOTS * SCAN_SHAPES; i++)
         sqlite3_finalize(ss->st_scan[i]);
+    for (int i = 0; ss->st_count && i < QUERY_SLOTS * SCAN_SHAPES; i++)
         sqlite3_finalize(ss->st_count[i]);
-    }
     vg_free(ss->st_scan);
     vg_free(ss->st_count);
     ss->st_scan = ss->st_count = NULL;
