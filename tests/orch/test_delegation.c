@@ -177,7 +177,7 @@ static int body_cb(void *user, const struct vg_record *r)
 
 /* A spawn call's eight decisions are one journal record of the parent's run (one row, one write
  * of the run's projection), each decision in it with its own id, action, reason and policy; the
- * decisions are in the run's replay and `runs show` all the same. */
+ * decisions are in the run's replay and `runs show` all the same. proves: S0-147 */
 TEST(a_spawn_calls_decisions_are_one_journal_record)
 {
     struct test_rt t;
