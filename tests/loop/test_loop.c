@@ -426,6 +426,7 @@ TEST(doom_loop_sees_one_call_however_its_arguments_are_written)
     ASSERT_EQ(k.calls, 2);
     ASSERT_EQ(r.tool_calls, 5);
     vg_loop_result_release(&r);
+    vg_model_free(m);
     test_rt_close(&t);
 }
 
