@@ -1621,21 +1621,65 @@ vigil_code vg_journal_tool_call_finished_in(struct vg_run *run, const char *tool
                        &(struct end_place){message_id, end_json}, err);
 }
 
+/* Whether a policy decision of this kind rejects the effect: denials and refusals do;
+ * approvals asked for or granted are recorded. */
+static int policy_rejects(const char *kind)
+{
+    return kind && (strcmp(kind, "approval-denied") == 0 || strcmp(kind, "budget-refusal") == 0 ||
+                    strcmp(kind, "kill-switch-refusal") == 0 || strcmp(kind, "spawn-denied") == 0);
+}
+
+/* A policy decision's payload (decision_id, action, reason, policy {kind, tool, operation_id}):
+ * a new object, NULL when out of memory. */
+static json_t *policy_payload(struct vg_run *run, const char *kind, const char *tool,
+                              const char *operation_id, const char *reason)
+{
+    char did[37];
+    vg_ids_new(run->ids, did);
+    json_t *rec = json_object(), *pol = json_object();
+    /* The keys are ASCII constants, and the id and action ASCII that vigil made; the kind is
+     * checked against the registry's names when the record is validated. */
+    if (!rec || !pol || json_object_set_new_nocheck(rec, "decision_id", json_string_nocheck(did)) ||
+        json_object_set_new_nocheck(
+            rec, "action", json_string_nocheck(policy_rejects(kind) ? "reject" : "record-only")) ||
+        vg_jset_str(rec, "reason", reason) || vg_jset_str(pol, "kind", kind) ||
+        vg_jset_str(pol, "tool", tool) || vg_jset_str(pol, "operation_id", operation_id) ||
+        json_object_set_nocheck(rec, "policy", pol)) {
+        json_decref(rec);
+        rec = NULL;
+    }
+    json_decref(pol);
+    return rec;
+}
+
 vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, const char *tool,
                                       const char *operation_id, const char *reason,
                                       vigil_error *err)
 {
-    /* Approvals asked for or granted are recorded; denials and refusals reject the effect. */
-    int reject =
-        kind && (strcmp(kind, "approval-denied") == 0 || strcmp(kind, "budget-refusal") == 0 ||
-                 strcmp(kind, "kill-switch-refusal") == 0 || strcmp(kind, "spawn-denied") == 0);
     json_t *pol = json_pack("{s:s?}", "kind", kind);
     if (!pol || vg_jset_str(pol, "tool", tool) || vg_jset_str(pol, "operation_id", operation_id)) {
         json_decref(pol);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a policy decision");
     }
-    struct vg_journal_decision d = {.action = reject ? "reject" : "record-only", .reason = reason};
+    struct vg_journal_decision d = {.action = policy_rejects(kind) ? "reject" : "record-only",
+                                    .reason = reason};
     vigil_code rc = decide(run, &d, pol, err);
     json_decref(pol);
+    return rc;
+}
+
+vigil_code vg_journal_policy_decisions(struct vg_run *run, const struct vg_journal_policy *d,
+                                       size_t n, const char *tool, const char *operation_id,
+                                       vigil_error *err)
+{
+    json_t *list = json_array(), *rec = json_object();
+    int bad = !list || !rec || json_object_set_nocheck(rec, "decisions", list);
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = json_array_append_new(
+            list, policy_payload(run, d[i].kind, tool, operation_id, d[i].reason));
+    json_decref(list);
+    vigil_code rc = bad ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory building policy decisions")
+                        : append(run, "decisions.recorded", rec, NULL, NULL, err);
+    json_decref(rec);
     return rc;
 }

@@ -249,6 +249,16 @@ vigil_code vg_journal_tool_call_finished_in(struct vg_run *run, const char *tool
 vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, const char *tool,
                                       const char *operation_id, const char *reason,
                                       vigil_error *err);
+/* One of a tool call's policy decisions (vg_journal_policy_decisions). */
+struct vg_journal_policy {
+    const char *kind, *reason;
+};
+/* A tool call's several policy decisions (n >= 1) as one decisions.recorded record, each item
+ * what vg_journal_policy_decision records: one row and one fold for the call, not one a
+ * decision. */
+vigil_code vg_journal_policy_decisions(struct vg_run *run, const struct vg_journal_policy *d,
+                                       size_t n, const char *tool, const char *operation_id,
+                                       vigil_error *err);
 
 /* ---- registries (validation) --------------------------------------------------------------- */
 

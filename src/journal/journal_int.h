@@ -30,8 +30,8 @@ enum jtype {
     JT_STR_NULL, /* string or null */
     JT_INT,      /* integer >= 0 */
     JT_BOOL,
-    JT_OBJ, /* object; validated by sub when set */
-    JT_ARR,
+    JT_OBJ,   /* object; validated by sub when set */
+    JT_ARR,   /* array; each item an object validated by sub when set */
     JT_ANY,   /* any JSON value */
     JT_ENUM,  /* string from enums */
     JT_SIGNAL /* object validated through the signal registry */
@@ -42,7 +42,8 @@ struct jfield {
     enum jtype type;
     int required;
     const char *const *enums; /* JT_ENUM: NULL-terminated */
-    const struct jfield *sub; /* JT_OBJ: fields of the object (terminated by a NULL name) */
+    /* JT_OBJ: fields of the object; JT_ARR: of each item (terminated by a NULL name) */
+    const struct jfield *sub;
 };
 
 struct fold;

@@ -73,6 +73,10 @@ static const char *const DIAG_LEVELS[] = {"debug", "info", "warning", "error", N
     {                                                                                              \
         n, JT_OBJ, 0, NULL, s                                                                      \
     }
+#define REQ_ARR_OF(n, s)                                                                           \
+    {                                                                                              \
+        n, JT_ARR, 1, NULL, s                                                                      \
+    }
 
 /* ---- signal payloads ----------------------------------------------------------------------- */
 
@@ -156,6 +160,9 @@ static const struct jfield F_DECISION[] = {REQ("decision_id", JT_STR),
                                            OPT("reason", JT_TEXT),
                                            OPT_OBJ("policy", F_POLICY),
                                            END};
+/* A tool's several decisions (a spawn call's, up to 64) as one record: each item is what a
+ * decision.recorded record's payload would be. */
+static const struct jfield F_DECISIONS[] = {REQ_ARR_OF("decisions", F_DECISION), END};
 static const struct jfield F_STATE[] = {OPT_ENUM("lifecycle", LIFECYCLES),
                                         OPT_ENUM("attention", ATTENTION),
                                         OPT_ENUM("activity", ACTIVITIES),
@@ -377,20 +384,47 @@ static vigil_code apply_observation(struct fold *f, const json_t *rec, vigil_err
     return timeline_push(f, it, err);
 }
 
-static vigil_code apply_decision(struct fold *f, const json_t *rec, vigil_error *err)
+/* A decision's timeline item: the record's (rec) sequence and time, the decision's (d) fields. */
+static vigil_code push_decision(struct fold *f, const json_t *rec, const json_t *d,
+                                vigil_error *err)
 {
     json_t *it = item_new(rec, "decision");
-    if (it && (set_copy(it, rec, "decision_id") || set_copy(it, rec, "action") ||
-               set_copy(it, rec, "reason"))) {
+    if (it && (set_copy(it, d, "decision_id") || set_copy(it, d, "action") ||
+               set_copy(it, d, "reason"))) {
         json_decref(it);
         it = NULL;
     }
-    const json_t *pol = json_object_get(rec, "policy");
+    const json_t *pol = json_object_get(d, "policy");
     if (it && pol && json_object_set(it, "policy", json_object_get(pol, "kind"))) {
         json_decref(it);
         it = NULL;
     }
     return timeline_push(f, it, err);
+}
+
+static vigil_code apply_decision(struct fold *f, const json_t *rec, vigil_error *err)
+{
+    return push_decision(f, rec, rec, err);
+}
+
+/* Each decision of the record is a timeline item, as if each were a decision.recorded (the
+ * items share the record's sequence). */
+static vigil_code apply_decisions(struct fold *f, const json_t *rec, vigil_error *err)
+{
+    const json_t *d;
+    size_t i;
+    vigil_code rc = VIGIL_OK;
+    json_array_foreach (json_object_get(rec, "decisions"), i, d)
+        if (!rc)
+            rc = push_decision(f, rec, d, err);
+    return rc;
+}
+
+static vigil_code check_decisions(const json_t *rec, vigil_error *err)
+{
+    return json_array_size(json_object_get(rec, "decisions"))
+               ? VIGIL_OK
+               : VG_FAIL(err, VIGIL_EINVAL, "decisions.recorded holds no decision");
 }
 
 static vigil_code apply_state(struct fold *f, const json_t *rec, vigil_error *err)
@@ -471,6 +505,7 @@ static const struct jrecord_type TYPES[] = {
     {"message.delivery", 1, 1, F_DELIVERY, NULL, apply_delivery},
     {"observation.recorded", 1, 1, F_OBS, NULL, apply_observation},
     {"decision.recorded", 1, 1, F_DECISION, NULL, apply_decision},
+    {"decisions.recorded", 1, 1, F_DECISIONS, check_decisions, apply_decisions},
     {"state.changed", 1, 1, F_STATE, check_state, apply_state},
     {"activity.updated", 1, 1, F_ACTIVITY, check_activity, apply_activity},
     {"owner-effect.recorded", 1, 1, F_EFFECT, NULL, apply_effect},
@@ -647,6 +682,27 @@ static vigil_code check_signal(const struct where *w, const json_t *v, vigil_err
     return check_fields(&sub, v, s->fields, skip, err);
 }
 
+/* Each item of an array field (fd, its sub) is an object with sub's fields (an error names the
+ * array, not the item: records are checked at every append). */
+static vigil_code check_items(const struct where *w, const struct jfield *fd, const json_t *v,
+                              vigil_error *err)
+{
+    struct where sub = {w, fd->name, NULL};
+    const json_t *item;
+    size_t i;
+    json_array_foreach (v, i, item) {
+        char where[160];
+        if (!json_is_object(item)) {
+            where_text(&sub, where, sizeof where);
+            return VG_FAIL(err, VIGIL_EINVAL, "%s item %zu must be an object", where, i);
+        }
+        vigil_code rc = check_fields(&sub, item, fd->sub, NULL, err);
+        if (rc)
+            return rc;
+    }
+    return VIGIL_OK;
+}
+
 static vigil_code check_value(const struct where *w, const struct jfield *fd, const json_t *v,
                               vigil_error *err)
 {
@@ -705,6 +761,8 @@ static vigil_code check_value(const struct where *w, const struct jfield *fd, co
         struct where sub = {w, fd->name, NULL};
         return check_fields(&sub, v, fd->sub, NULL, err);
     }
+    if (fd->type == JT_ARR && fd->sub)
+        return check_items(w, fd, v, err);
     return VIGIL_OK;
 }
 

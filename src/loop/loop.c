@@ -411,8 +411,12 @@ static vigil_code thread_steps(struct vg_env *env, const struct vg_loop_input *i
 /* The canonical form of a call (name + arguments with sorted keys), for doom-loop detection. */
 static char *call_signature(const char *name, const char *args)
 {
-    json_error_t je;
-    json_t *v = json_loads(args ? args : "", 0, &je);
+    /* Arguments already canonical (as a model's scripted or re-encoded ones mostly are) are
+     * their own canonical text: no parse (a spawn call's 64 requests are some 3 KB, about
+     * 450 k instructions parsed and written again). */
+    size_t len = args ? strlen(args) : 0;
+    json_t *v =
+        args && vg_json_is_canonical(args, len) ? NULL : json_loads(args ? args : "", 0, NULL);
     char *canon = v ? vg_json_dump(v, 1) : NULL;
     json_decref(v);
     const char *a = canon ? canon : (args ? args : "");
@@ -1557,9 +1561,32 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
     return rc;
 }
 
-/* The decisions of one call, appended to the run's journal. */
-static vigil_code journal_decisions(struct run_state *rs, const struct call_plan *p,
-                                    const struct vg_loop_tool_outcome *o)
+/* The decisions a tool reports (a spawn's admissions, up to 64 a call), journaled as one
+ * record: one row and one write of the run's projection for the call, not one a decision. */
+static vigil_code journal_tool_decisions(struct run_state *rs, const struct call_plan *p,
+                                         const struct vg_loop_tool_outcome *o)
+{
+    size_t n = json_array_size(o->decisions);
+    struct vg_journal_policy *d = n ? vg_calloc(n, sizeof *d) : NULL;
+    if (n && !d)
+        return VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory journaling decisions");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *one = json_array_get(o->decisions, i);
+        d[i] = (struct vg_journal_policy){json_string_value(json_object_get(one, "kind")),
+                                          json_string_value(json_object_get(one, "reason"))};
+    }
+    vigil_code rc =
+        n ? vg_journal_policy_decisions(rs->run, d, n, p->tc->name,
+                                        o->operation_id[0] ? o->operation_id : NULL, &rs->err)
+          : VIGIL_OK;
+    vg_free(d);
+    return rc;
+}
+
+/* Policy refusals of the gate, and the decisions a tool reports, are decisions of the run,
+ * journaled as such. */
+static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p,
+                                 const struct vg_loop_tool_outcome *o)
 {
     static const struct {
         const char *code, *kind;
@@ -1572,31 +1599,7 @@ static vigil_code journal_decisions(struct run_state *rs, const struct call_plan
             rc = vg_journal_policy_decision(rs->run, policy[k].kind, p->tc->name,
                                             o->operation_id[0] ? o->operation_id : NULL,
                                             o->error_code, &rs->err);
-    json_t *d;
-    size_t i;
-    json_array_foreach (o->decisions, i, d) { /* the tool's own (a spawn's admissions) */
-        if (!rc)
-            rc = vg_journal_policy_decision(
-                rs->run, json_string_value(json_object_get(d, "kind")), p->tc->name,
-                o->operation_id[0] ? o->operation_id : NULL,
-                json_string_value(json_object_get(d, "reason")), &rs->err);
-    }
-    return rc;
-}
-
-/* Policy refusals of the gate, and the decisions a tool reports, are decisions of the run,
- * journaled as such. A tool's several decisions (a spawn call's, up to 64) are journaled in one
- * transaction when the executor left none open: the run's projection is then written once, at
- * its commit, not once a decision (each write of it is the whole projection). */
-static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p,
-                                 const struct vg_loop_tool_outcome *o)
-{
-    int own = json_array_size(o->decisions) > 1 && !vg_store_in_tx(rs->env->store);
-    vigil_code rc = own ? phase_begin(rs) : VIGIL_OK;
-    if (rc)
-        return rc;
-    rc = journal_decisions(rs, p, o);
-    return own ? phase_end(rs, rc) : rc;
+    return rc ? rc : journal_tool_decisions(rs, p, o);
 }
 
 /* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase: the

@@ -80,7 +80,8 @@ struct vg_loop_tool_outcome {
     int tx_open;           /* the executor left the transaction recording the call's end open:
                               the loop's own end of the call joins it and commits it */
     json_t *decisions;     /* owned, or NULL: policy decisions the tool made, [{kind, reason}],
-                              journaled as the run's (vg_journal_policy_decision) */
+                              journaled as one record of the run
+                              (vg_journal_policy_decisions) */
 };
 
 /*

@@ -36,6 +36,10 @@ static const struct {
      "\"raw_text\":\"r\",\"payload\":{}"},
     {"decision.recorded", "\"decision_id\":\"d1\",\"observation_id\":\"o1\",\"action\":\"reject\","
                           "\"reason\":\"no\",\"policy\":{\"kind\":\"budget-refusal\"}"},
+    {"decisions.recorded",
+     "\"decisions\":[{\"decision_id\":\"d1\",\"action\":\"record-only\",\"reason\":\"ok\","
+     "\"policy\":{\"kind\":\"spawn-admitted\",\"tool\":\"spawn_agents\"}},"
+     "{\"decision_id\":\"d2\",\"action\":\"reject\"}]"},
     {"state.changed", "\"lifecycle\":\"running\",\"attention\":\"awaiting-operator\","
                       "\"current_input_request_id\":\"q1\""},
     {"activity.updated",
@@ -107,11 +111,13 @@ TEST(missing_fields_refused)
             int opt = 0;
             for (const char *const *o = optional; *o; o++)
                 opt |= strcmp(*o, key) == 0;
+            const char *type = VALID[i].type;
             /* payload is required in message.accepted and projection.recorded */
-            if (strcmp(key, "payload") == 0 && (i == 1 || i == 8))
+            if (strcmp(key, "payload") == 0 &&
+                (!strcmp(type, "message.accepted") || !strcmp(type, "projection.recorded")))
                 opt = 0;
             /* state.changed needs at least one field; attention is needed with a request */
-            if (i == 5 && strcmp(key, "attention") == 0)
+            if (!strcmp(type, "state.changed") && strcmp(key, "attention") == 0)
                 opt = 0;
             if (i == 3 && strcmp(key, "observation_id") == 0)
                 opt = 0;
@@ -165,6 +171,21 @@ TEST(invalid_records_refused)
             "activity.updated.current_target is missing required field \"kind\"");
     refused(record("decision.recorded", 2, "\"decision_id\":\"d\",\"action\":\"maybe\""),
             "not allowed");
+    /* a call's decisions: at least one, each item a decision as decision.recorded has it */
+    refused(record("decisions.recorded", 2, "\"decisions\":[]"), "holds no decision");
+    refused(record("decisions.recorded", 2, "\"decisions\":{}"), "must be an array");
+    refused(record("decisions.recorded", 2, "\"decisions\":[\"d\"]"),
+            "decisions.recorded.decisions item 0 must be an object");
+    refused(record("decisions.recorded", 2,
+                   "\"decisions\":[{\"decision_id\":\"d\",\"action\":\"reject\"},"
+                   "{\"decision_id\":\"e\",\"action\":\"maybe\"}]"),
+            "\"maybe\" is not allowed");
+    refused(record("decisions.recorded", 2, "\"decisions\":[{\"action\":\"reject\"}]"),
+            "decisions.recorded.decisions is missing required field \"decision_id\"");
+    refused(record("decisions.recorded", 2,
+                   "\"decisions\":[{\"decision_id\":\"d\",\"action\":\"reject\","
+                   "\"policy\":{\"kind\":\"spawn-maybe\"}}]"),
+            "\"spawn-maybe\" is not allowed");
     /* base fields */
     char text[4096];
     snprintf(text, sizeof text, "%s", record("state.changed", 2, "\"lifecycle\":\"running\""));

@@ -1000,6 +1000,54 @@ TEST(kept_back_writes_survive_every_failure)
     fx_close(&f);
 }
 
+/* A tool call's decisions (a spawn call's) are one decisions.recorded record: each decision
+ * in it with its own id, its action from its kind and its reason; the projection's timeline
+ * and replay have an item for each, as separate records would give. */
+TEST(a_calls_decisions_are_one_record_and_a_timeline_item_each)
+{
+    struct fx f;
+    fx_open(&f, "jw_decisions", 1);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "key-d");
+    const char *id = vg_journal_run_id(run);
+    static const struct vg_journal_policy d[] = {{"spawn-admitted", "request 0: admitted"},
+                                                 {"spawn-denied", "request 1: depth"},
+                                                 {"spawn-awaiting-approval", "request 2: risk"}};
+    ASSERT_OK(vg_journal_policy_decisions(run, d, 3, "spawn_agents", "op-9", E));
+    ASSERT_OK(vg_journal_policy_decision(run, "budget-refusal", NULL, NULL, "daily budget", E));
+    ASSERT_STREQ(types(f.store, id), "1:journal.header,2:decisions.recorded,3:decision.recorded,");
+    json_t *recs = stored_of(f.store, "journal", id); /* each checked canonical and valid */
+    json_t *items = json_object_get(json_array_get(recs, 1), "decisions");
+    ASSERT_EQ(json_array_size(items), 3);
+    static const char *const action[] = {"record-only", "reject", "record-only"};
+    for (size_t i = 0; i < 3; i++) {
+        ASSERT_STREQ(nth_str(items, i, "action", NULL), action[i]);
+        ASSERT_STREQ(nth_str(items, i, "reason", NULL), d[i].reason);
+        ASSERT_STREQ(nth_str(items, i, "policy", "kind"), d[i].kind);
+        ASSERT_STREQ(nth_str(items, i, "policy", "tool"), "spawn_agents");
+        ASSERT_STREQ(nth_str(items, i, "policy", "operation_id"), "op-9");
+    }
+    ASSERT(strcmp(nth_str(items, 0, "decision_id", NULL), nth_str(items, 1, "decision_id", NULL)));
+    /* the header's item, then the call's three decisions and the single one */
+    json_t *p = projection(f.store, id), *tl = json_object_get(p, "timeline");
+    ASSERT_EQ(json_array_size(tl), 5);
+    for (size_t i = 0; i < 3; i++) {
+        ASSERT_STREQ(nth_str(tl, i + 1, "item", NULL), "decision");
+        ASSERT_STREQ(nth_str(tl, i + 1, "policy", NULL), d[i].kind);
+        ASSERT_STREQ(nth_str(tl, i + 1, "action", NULL), action[i]);
+        ASSERT_STREQ(nth_str(tl, i + 1, "reason", NULL), d[i].reason);
+        ASSERT_STREQ(nth_str(tl, i + 1, "decision_id", NULL),
+                     nth_str(items, i, "decision_id", NULL));
+        ASSERT_EQ(json_integer_value(json_object_get(json_array_get(tl, i + 1), "sequence")), 2);
+    }
+    ASSERT_STREQ(nth_str(tl, 4, "policy", NULL), "budget-refusal");
+    ASSERT_EQ(json_integer_value(json_object_get(p, "timeline_count")), 5);
+    replay_matches(f.store, id);
+    json_decref(p);
+    json_decref(recs);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 static int header_packed_cb(void *user, const struct vg_record *r)
 {
     struct vg_buf *b = user;
@@ -1110,5 +1158,6 @@ int main(void)
     RUN(kept_back_writes_survive_every_failure);
     RUN(a_runs_header_stores_none_of_its_constants);
     RUN(a_finished_runs_record_and_projection_leave_the_left_end);
+    RUN(a_calls_decisions_are_one_record_and_a_timeline_item_each);
     return 0;
 }

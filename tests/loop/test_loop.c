@@ -431,6 +431,43 @@ TEST(a_top_level_run_has_no_step_limit_by_default)
 
 /* Identical consecutive calls: the 3rd and 4th get an error result without running, the 5th
  * ends the run. proves: S2-012 */
+/* The same call is the same however its arguments are written (key order, white space): the
+ * signature is the canonical text, read from the arguments as they are when they already are
+ * canonical, parsed and written when not. */
+TEST(doom_loop_sees_one_call_however_its_arguments_are_written)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_doom_forms");
+/* canonical text; an object written in its own key order; text with white space */
+#define CANON "\"{\\\"a\\\":1,\\\"text\\\":\\\"same\\\"}\""
+#define UNSORTED "{\"text\":\"same\",\"a\":1}"
+#define SPACED "\"{ \\\"a\\\": 1, \\\"text\\\": \\\"same\\\" }\""
+#define FORM_CALL(n, args)                                                                         \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c" #n "\",\"name\":\"echo\",\"arguments\":" args     \
+    "}]}}"
+    static const char script[] = "[" FORM_CALL(1, CANON) "," FORM_CALL(2, UNSORTED) "," FORM_CALL(
+        3, SPACED) "," FORM_CALL(4, CANON) "," FORM_CALL(5, UNSORTED) "]";
+#undef FORM_CALL
+#undef SPACED
+#undef UNSORTED
+#undef CANON
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "doom_forms", script, 0);
+    struct counting k = counting_executor();
+    k.x.self = &k;
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = &k.x;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_DOOM_LOOP);
+    ASSERT_EQ(k.calls, 2);
+    ASSERT_EQ(r.tool_calls, 5);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 TEST(doom_loop_warns_then_stops)
 {
     struct test_rt t;
@@ -1429,6 +1466,7 @@ int main(void)
     RUN(max_steps_soft_then_hard_stop);
     RUN(a_top_level_run_has_no_step_limit_by_default);
     RUN(doom_loop_warns_then_stops);
+    RUN(doom_loop_sees_one_call_however_its_arguments_are_written);
     RUN(timeout_with_grace);
     RUN(total_steps_cap_across_resumes);
     RUN(each_turn_of_a_session_has_its_own_cap);

@@ -153,6 +153,7 @@ static void parents_run_shows_its_decisions(struct test_rt *t, const char *agent
     ASSERT_OK(vigil_run_replay(t->rt, run_id, &text, E));
     json_t *replay = json_loads(text, 0, NULL);
     vigil_free(text);
+    ASSERT(json_is_true(json_object_get(replay, "stored_projection_matches")));
     size_t seen = 0;
     json_array_foreach (json_object_get(replay, "timeline"), i, d) {
         const char *policy = json_string_value(json_object_get(d, "policy"));
@@ -168,16 +169,16 @@ static void parents_run_shows_its_decisions(struct test_rt *t, const char *agent
     json_decref(list);
 }
 
-static int rev_cb(void *user, const struct vg_record *r)
+static int body_cb(void *user, const struct vg_record *r)
 {
-    *(int64_t *)user = r->rev;
+    *(json_t **)user = json_loads(r->body, 0, NULL);
     return 1;
 }
 
-/* A spawn call's eight decisions are journaled in the parent's run together: the run's
- * projection (its whole state, rewritten by each append made alone) is written once for them,
- * not once a decision. The decisions are all in the journal and in `runs show` all the same. */
-TEST(a_spawn_calls_decisions_rewrite_the_parents_projection_once)
+/* A spawn call's eight decisions are one journal record of the parent's run (one row, one write
+ * of the run's projection), each decision in it with its own id, action, reason and policy; the
+ * decisions are in the run's replay and `runs show` all the same. proves: S0-147 */
+TEST(a_spawn_calls_decisions_are_one_journal_record)
 {
     struct test_rt t;
     struct vg_wake w;
@@ -192,14 +193,34 @@ TEST(a_spawn_calls_decisions_rewrite_the_parents_projection_once)
     const char *run_id = json_string_value(
         json_object_get(json_array_get(json_object_get(list, "items"), 0), "run_id"));
     ASSERT(run_id != NULL);
-    int64_t rev = 0;
-    ASSERT_OK(vg_store_get(t.env->store, "run_projection", run_id, rev_cb, &rev, E));
-    struct vg_query q = {.kind = "journal", .owner = boss, .k1 = run_id};
-    int64_t records = 0;
-    ASSERT_OK(vg_store_count(t.env->store, &q, &records, E));
-    /* Each record made alone rewrites the projection; the eight decisions share one write. */
-    ASSERT(rev + 7 <= records);
+    struct vg_query q = {.kind = "journal", .owner = boss, .k1 = run_id, .k2 = "decision.recorded"};
+    int64_t singles = -1, calls = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &singles, E));
+    q.k2 = "decisions.recorded";
+    ASSERT_OK(vg_store_count(t.env->store, &q, &calls, E));
+    ASSERT_EQ(singles, 0);
+    ASSERT_EQ(calls, 1);
+    json_t *rec = NULL, *d;
+    ASSERT_OK(vg_store_scan(t.env->store, &q, body_cb, &rec, E));
+    ASSERT(rec != NULL);
+    json_t *items = json_object_get(rec, "decisions");
+    ASSERT_EQ(json_array_size(items), 8);
+    size_t i;
+    json_array_foreach (items, i, d) {
+        ASSERT(json_string_length(json_object_get(d, "decision_id")) == 36);
+        ASSERT_STREQ(json_string_value(json_object_get(d, "action")), "record-only");
+        char want[32];
+        snprintf(want, sizeof want, "request %zu (", i);
+        ASSERT_CONTAINS(json_string_value(json_object_get(d, "reason")), want);
+        json_t *pol = json_object_get(d, "policy");
+        ASSERT_STREQ(json_string_value(json_object_get(pol, "kind")), "spawn-admitted");
+        ASSERT_STREQ(json_string_value(json_object_get(pol, "tool")), "spawn_agents");
+        ASSERT(json_string_length(json_object_get(pol, "operation_id")) > 0);
+    }
+    ASSERT(strcmp(json_string_value(json_object_get(json_array_get(items, 0), "decision_id")),
+                  json_string_value(json_object_get(json_array_get(items, 1), "decision_id"))));
     parents_run_shows_its_decisions(&t, boss, 8);
+    json_decref(rec);
     json_decref(list);
     vg_wake_release(&w);
     test_rt_close(&t);
@@ -921,7 +942,7 @@ int main(void)
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     unsetenv("VIGIL_CONFIG");
     RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
-    RUN(a_spawn_calls_decisions_rewrite_the_parents_projection_once);
+    RUN(a_spawn_calls_decisions_are_one_journal_record);
     RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
     RUN(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
