@@ -33,8 +33,7 @@ static int read_token(const char *file, char token[128])
 {
     FILE *f = fopen(file, "r");
     if (!f) {
-        fprintf(stderr, "vigil: could not read the token file \"%s\": %s\n", file,
-                strerror(errno));
+        fprintf(stderr, "vigil: could not read the token file \"%s\": %s\n", file, strerror(errno));
         return vigil_code_exit_status(errno == ENOENT ? VIGIL_ENOTFOUND : VIGIL_EIO);
     }
     if (!fgets(token, 128, f))
@@ -85,7 +84,8 @@ int cmd_sync(struct cli *c, int argc, char **argv)
     }
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
-    const char *other = cli_opt(&o, spec, "--with"), *token_file = cli_opt(&o, spec, "--token-file");
+    const char *other = cli_opt(&o, spec, "--with"),
+               *token_file = cli_opt(&o, spec, "--token-file");
     if (o.n_positional || !other || !*other)
         return cli_usage("sync needs --with OTHER_STORE and nothing else");
     int daemon = !strncmp(other, "http://", 7) || !strncmp(other, "https://", 8);

@@ -823,8 +823,8 @@ const struct vg_route vg_http_routes[] = {
     {"POST", "/v1/sync/apply", vg_http_sync_route, 200, 1,
      "Sync: merge another store's offer (the body) into this one", NULL, NULL, NULL},
     {"POST", "/v1/sync/confirm", vg_http_sync_route, 200, 1,
-     "Sync: record the marks another store holds after its apply (its hello, the body)", NULL,
-     NULL, NULL},
+     "Sync: record the marks another store holds after its apply (its hello, the body)", NULL, NULL,
+     NULL},
     /* The task graph (graph.c), as `vigil task ...`; graph before {task, NULL}. */
     {"GET", "/v1/tasks", vg_http_tasks_list, 200, 0, "Tasks, oldest first", "status", NULL, NULL},
     {"GET", "/v1/tasks/graph", vg_http_tasks_graph, 200, 0,

@@ -29,10 +29,9 @@ static vigil_code summarize(const char *host, const char *peer_host,
                             const struct vg_sync_stats *sent, const struct vg_sync_stats *received,
                             char **summary_json, vigil_error *err)
 {
-    json_t *summary =
-        json_pack("{s:s, s:s, s:o, s:o, s:I}", "host", host, "peer_host", peer_host, "sent",
-                  direction(sent), "received", direction(received), "holes",
-                  (json_int_t)(sent->holes + received->holes));
+    json_t *summary = json_pack("{s:s, s:s, s:o, s:o, s:I}", "host", host, "peer_host", peer_host,
+                                "sent", direction(sent), "received", direction(received), "holes",
+                                (json_int_t)(sent->holes + received->holes));
     char *text = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
     json_decref(summary);
     if (!text)

@@ -24,8 +24,8 @@ static vigil_code parse(const char *text, size_t len, const char *what, json_t *
         return VIGIL_OK;
     json_decref(*out);
     *out = NULL;
-    return VG_FAIL(err, VIGIL_EINVAL, "a sync %s is not a JSON object%s%s", what,
-                   text ? ": " : "", text ? je.text : "");
+    return VG_FAIL(err, VIGIL_EINVAL, "a sync %s is not a JSON object%s%s", what, text ? ": " : "",
+                   text ? je.text : "");
 }
 
 /* v as text (v taken), its length added to *bytes when bytes is not NULL. */
@@ -52,9 +52,9 @@ static vigil_code serve_apply(struct vg_env *env, const json_t *offer, json_t **
 {
     struct vg_sync_stats st = {0};
     vigil_code rc = vg_sync_apply(env, offer, &st, err);
-    if (!rc && !(*out = json_pack("{s:I, s:I, s:I}", "entries", (json_int_t)st.entries_new,
-                                  "changed", (json_int_t)st.records_changed, "holes",
-                                  (json_int_t)st.holes)))
+    if (!rc &&
+        !(*out = json_pack("{s:I, s:I, s:I}", "entries", (json_int_t)st.entries_new, "changed",
+                           (json_int_t)st.records_changed, "holes", (json_int_t)st.holes)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering a sync apply");
     return rc;
 }
@@ -76,8 +76,8 @@ vigil_code vg_sync_serve(struct vg_env *env, const char *leg, const char *reques
     else if (!strcmp(leg, "confirm") && !(rc = vg_sync_confirm(env, req, err)))
         out = json_pack("{s:b}", "ok", 1);
     else if (strcmp(leg, "confirm"))
-        rc = VG_FAIL(err, VIGIL_EINVAL,
-                     "no sync message \"%s\": hello, offer, apply or confirm", leg);
+        rc = VG_FAIL(err, VIGIL_EINVAL, "no sync message \"%s\": hello, offer, apply or confirm",
+                     leg);
     json_decref(req);
     return rc ? rc : dump(out, answer, NULL, err);
 }
