@@ -33,8 +33,10 @@ static const char *jstr(const json_t *o, const char *key)
 
 static struct vg_sync_ctx *joined(struct vg_env *env, vigil_error *err)
 {
-    if (!env->sync)
+    if (!vg_sync_host(env)) {
         VG_FAIL(err, VIGIL_ESTATE, "this store has not joined sync: run `vigil sync` on it first");
+        return NULL;
+    }
     return env->sync;
 }
 

@@ -216,7 +216,7 @@ vigil_code vg_sync_exchange(struct vg_env *env, const struct vg_sync_peer *peer,
                             char peer_host[VG_SYNC_HOST_SIZE], vigil_error *err)
 {
     struct vg_sync_stats s = {0}, r = {0};
-    if (!env->sync)
+    if (!vg_sync_host(env))
         return VG_FAIL(err, VIGIL_ESTATE, "this store has not joined sync: run `vigil sync` on it");
     vigil_code rc = push_to(env, peer, sent ? sent : &s, peer_host, err);
     return rc ? rc : pull_from(env, peer, received ? received : &r, err);
@@ -227,7 +227,7 @@ vigil_code vg_sync_push(struct vg_env *from, struct vg_env *to, struct vg_sync_s
 {
     struct vg_sync_stats scratch = {0};
     struct vg_sync_peer peer = vg_sync_local_peer(to);
-    if (!from->sync)
+    if (!vg_sync_host(from))
         return VG_FAIL(err, VIGIL_ESTATE, "this store has not joined sync: run `vigil sync` on it");
     return push_to(from, &peer, stats ? stats : &scratch, NULL, err);
 }

@@ -771,6 +771,84 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
 }
 
 /* A store copied to a second machine has its original's host id: the exchange refuses it. */
+/* Item 7 of SYNC.md's list: a runtime opened on a store before another runtime (another
+ * process: `vigil sync`, a daemon's sync route) joined it logs what it writes from then on, so
+ * a daemon need not be restarted; a runtime on a store that never joins logs nothing. */
+TEST(a_runtime_opened_before_its_store_joined_logs_its_writes)
+{
+    struct device early;
+    vigil_error err = {0};
+    vigil_runtime *joiner = NULL;
+    char before[37], after[37];
+    memset(&early, 0, sizeof early);
+    vg_test_clock_init(&early.clock, 1767225600000);
+    snprintf(early.path, sizeof early.path, "%s/agent.db", vg_test_tmpdir("sync_late_join"));
+    if (getenv("VIGIL_TEST_RT_PG"))
+        vg_test_pg_schema_uri("sync_late_join", 1, early.path, sizeof early.path);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = early.path, .create_if_missing = 1};
+    ASSERT_OK(vg_runtime_open_with(&o, &early.clock.base, vg_ids_seeded(&early.clock.base, 31),
+                                   &early.rt, &err));
+    early.env = vg_runtime_env(early.rt);
+    create_agent(&early, "before", before);
+    ASSERT_EQ(count_kind(&early, "sync_log", NULL), 0); /* not joined: nothing logged */
+    vigil_runtime_options jo = {.size = sizeof jo, .store_uri = early.path};
+    ASSERT_OK(vigil_runtime_open(&jo, &joiner, &err));
+    ASSERT_OK(vg_sync_join(vg_runtime_env(joiner), E));
+    const char *host = vg_sync_host(vg_runtime_env(joiner));
+    int64_t joined = count_kind(&early, "sync_log", host);
+    ASSERT(joined >= 2); /* the join's snapshot: the agent and its state at least */
+    create_agent(&early, "after", after); /* the early runtime, after the join */
+    ASSERT(count_kind(&early, "sync_log", host) > joined);
+    ASSERT_STREQ(vg_sync_host(early.env), host);
+    struct device peer;
+    device_open(&peer, "sync_late_join_peer", 32);
+    ASSERT_OK(vg_sync_between(vg_runtime_env(joiner), peer.env, NULL, NULL, E));
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(peer.env->store, "agent", after, &r, E));
+    vg_free(r);
+    vigil_runtime_close(joiner);
+    device_close(&peer);
+    device_close(&early);
+}
+
+/* Offers bounded in bytes (a network peer's): each direction goes in several offers, each
+ * applied as it comes; a direction cut off after its first offer leaves the receiver holding
+ * a prefix of the log without a hole, and the next exchange sends only the rest (S0-164). */
+TEST(bounded_offers_cut_off_midway_are_taken_up_where_they_stopped)
+{
+    struct device a, b;
+    char agent[37];
+    device_open(&a, "sync_bounded_a", 41);
+    device_open(&b, "sync_bounded_b", 42);
+    create_agent(&a, "talker", agent);
+    for (int i = 0; i < 20; i++)
+        say(&a, agent, "t1", "a line of the conversation, long enough to count in bytes");
+    int64_t total = count_kind(&a, "sync_log", vg_sync_host(a.env));
+    /* The first offer alone, as a connection cut after it would leave it. */
+    json_t *hello = NULL, *offer = NULL;
+    struct vg_sync_stats first = {0};
+    ASSERT_OK(vg_sync_hello(b.env, &hello, E));
+    json_object_set_new(hello, "max_bytes", json_integer(2000));
+    ASSERT_OK(vg_sync_offer(a.env, hello, &offer, E));
+    ASSERT(json_is_true(json_object_get(offer, "more")));
+    int64_t sent_first = (int64_t)json_array_size(json_object_get(offer, "entries"));
+    ASSERT(sent_first > 0 && sent_first < total);
+    ASSERT_OK(vg_sync_apply(b.env, offer, &first, E));
+    ASSERT_EQ(first.holes, 0); /* a prefix: the mark moved over all of it */
+    json_decref(offer);
+    json_decref(hello);
+    /* Taken up in bounded offers: only the rest is sent, in more than one. */
+    struct vg_sync_peer peer = vg_sync_local_peer(b.env);
+    peer.max_bytes = 2000;
+    struct vg_sync_stats sent = {0}, received = {0};
+    ASSERT_OK(vg_sync_exchange(a.env, &peer, &sent, &received, NULL, E));
+    ASSERT_EQ(sent.entries_sent, total - sent_first);
+    ASSERT_EQ(sent.holes, 0);
+    expect_same(&a, &b);
+    device_close(&a);
+    device_close(&b);
+}
+
 TEST(a_copy_of_a_store_cannot_sync_with_its_original)
 {
     struct device a, b;
@@ -792,6 +870,8 @@ int main(void)
 {
     RUN(messages_appended_on_one_device_appear_on_the_other_and_forks_are_both_kept);
     RUN(a_forked_thread_is_read_branch_by_branch);
+    RUN(a_runtime_opened_before_its_store_joined_logs_its_writes);
+    RUN(bounded_offers_cut_off_midway_are_taken_up_where_they_stopped);
     RUN(lifecycle_changes_sync_and_concurrent_ones_meet_by_precedence);
     RUN(the_clock_decides_not_the_local_revision);
     RUN(a_replayed_exchange_changes_nothing);
