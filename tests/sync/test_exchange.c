@@ -11,6 +11,7 @@
 #include "helpers/seeded_ids.h"
 
 #include "agent/agent.h"
+#include "memory/compact.h"
 #include "os/clock.h"
 #include "runtime/runtime.h"
 #include "store/store.h"
@@ -849,6 +850,52 @@ TEST(bounded_offers_cut_off_midway_are_taken_up_where_they_stopped)
     device_close(&b);
 }
 
+/* A compaction job's execution state (the job, its status and attempts, the thread's cursor)
+ * stays with the store that runs it: never logged, never in an offer, refused from a peer.
+ * proves: S0-030 */
+TEST(compaction_job_state_is_never_sent)
+{
+    struct device a, b;
+    char agent[37], job[VG_RECORD_ID_MAX];
+    struct vg_compaction_policy policy = {.thread_budget = 200, .keep_tokens = 50, .span_max = 10};
+    device_open(&a, "sync_compact_a", 101);
+    device_open(&b, "sync_compact_b", 102);
+    create_agent(&a, "long", agent);
+    for (int i = 0; i < 30; i++)
+        say(&a, agent, "t1", "a message long enough that thirty of them pass a small budget");
+    ASSERT_OK(vg_compact_consider(a.env, agent, "t1", &policy, job, E));
+    ASSERT(job[0]);
+    int ran = 0;
+    ASSERT_OK(vg_compact_run_one(a.env, NULL, &policy, &ran, E)); /* the fallback summarizer */
+    ASSERT_EQ(ran, 1);
+    ASSERT(count_kind(&a, "compaction_job", NULL) >= 1);
+    ASSERT(count_kind(&a, "compaction_cursor", NULL) >= 1);
+    json_t *hello = NULL, *offer = NULL, *r;
+    ASSERT_OK(vg_sync_hello(b.env, &hello, E));
+    ASSERT_OK(vg_sync_offer(a.env, hello, &offer, E));
+    size_t i;
+    json_array_foreach (json_object_get(offer, "records"), i, r)
+        ASSERT(strncmp(json_string_value(json_object_get(r, "kind")), "compaction", 10) != 0);
+    json_array_foreach (json_object_get(offer, "entries"), i, r)
+        ASSERT(strncmp(json_string_value(json_array_get(r, 2)), "compaction", 10) != 0);
+    ASSERT_OK(vg_sync_apply(b.env, offer, NULL, E));
+    ASSERT_EQ(count_kind(&b, "compaction_job", NULL), 0);
+    ASSERT_EQ(count_kind(&b, "compaction_cursor", NULL), 0);
+    /* A peer that sends one is refused whole. */
+    json_array_append_new(json_object_get(offer, "records"),
+                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s}", "kind",
+                                    "compaction_job", "id", job, "owner", agent, "k1", "t1", "k2",
+                                    "pending", "seq", 0, "at", 0, "body",
+                                    "{\"status\":\"pending\"}"));
+    vigil_error err = {0};
+    ASSERT_EQ(vg_sync_apply(b.env, offer, NULL, &err), VIGIL_EINVAL);
+    ASSERT_CONTAINS(err.message, "do not sync");
+    json_decref(hello);
+    json_decref(offer);
+    device_close(&a);
+    device_close(&b);
+}
+
 TEST(a_copy_of_a_store_cannot_sync_with_its_original)
 {
     struct device a, b;
@@ -881,6 +928,7 @@ int main(void)
     RUN(shared_state_syncs_and_runtime_state_never_does);
     RUN(every_synced_record_has_its_log_entry_and_clock);
     RUN(a_copy_of_a_store_cannot_sync_with_its_original);
+    RUN(compaction_job_state_is_never_sent);
     RUN(three_devices_doing_concurrent_work_converge_in_any_order);
     return 0;
 }
