@@ -422,6 +422,29 @@ VIGIL_API vigil_code vigil_retention_holds(vigil_runtime *rt, char **json_out, v
 VIGIL_API vigil_code vigil_sync_with(vigil_runtime *rt, vigil_runtime *peer, char **summary_json,
                                      vigil_error *err);
 
+/*
+ * As vigil_sync_with, with the store of a daemon on another machine: its HTTP API at base_url
+ * ("http://HOST:PORT"), token its bearer token (`vigil token` there). The four messages go as
+ * POST base_url/v1/sync/{hello,offer,apply,confirm}, each offer bounded (about 256 KiB of
+ * records; the rest follow in the next), so an exchange cut off midway is taken up by the next
+ * call where it stopped. Errors: ENETWORK (no answer), the daemon's errors as it answered them
+ * (EAUTH: a wrong token), and those of vigil_sync_with.
+ */
+VIGIL_API vigil_code vigil_sync_remote(vigil_runtime *rt, const char *base_url, const char *token,
+                                       char **summary_json, vigil_error *err);
+
+/*
+ * One message of the exchange, served on rt's store for another device (what the daemon's POST
+ * /v1/sync/LEG runs): leg "hello" (request ignored), "offer" (request: the other's hello),
+ * "apply" (request: the other's offer; answers {"entries","changed","holes"}) or "confirm"
+ * (request: the other's hello after its apply). request is JSON text (request_len bytes), the
+ * answer JSON text (*answer_json owned, vigil_free). The store joins sync first when it has not.
+ * Errors: EINVAL (an unknown leg, a malformed message: nothing is written), ECONFLICT (the other
+ * store has this one's host id), the store's errors.
+ */
+VIGIL_API vigil_code vigil_sync_serve(vigil_runtime *rt, const char *leg, const char *request,
+                                      size_t request_len, char **answer_json, vigil_error *err);
+
 /* ---- manifests (docs/manifests.md) --------------------------------------------------------- */
 
 /* Flags of vigil_agent_apply. */

@@ -227,6 +227,8 @@ void vg_http_task_add(struct vg_req *r);
 void vg_http_task_block(struct vg_req *r);
 void vg_http_task_cancel(struct vg_req *r);
 void vg_http_task_dispatch(struct vg_req *r);
+/* Multi-device sync (sync.c): one message of the exchange, the route's last segment. */
+void vg_http_sync_route(struct vg_req *r);
 /* The run controls (runctl.c): cancel; rerun and resume. */
 void vg_http_run_cancel(struct vg_req *r);
 void vg_http_run_again(struct vg_req *r);

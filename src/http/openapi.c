@@ -389,7 +389,8 @@ static int body_optional(const struct vg_route *rt)
 {
     return strstr(rt->pattern, "pause") || strstr(rt->pattern, "resume") ||
            strstr(rt->pattern, "destroy") || strstr(rt->pattern, "wake") ||
-           strstr(rt->pattern, "approve") || strstr(rt->pattern, "/runs/");
+           strstr(rt->pattern, "approve") || strstr(rt->pattern, "/runs/") ||
+           strstr(rt->pattern, "/sync/hello");
 }
 
 static json_t *operation(const struct vg_route *rt)

@@ -826,6 +826,18 @@ const struct vg_route vg_http_routes[] = {
      NULL, "prompt,model,tools"},
     {"POST", "/v1/runs/{run}/resume", vg_http_run_again, 202, 1,
      "Continue a sub-agent's ended run in its own conversation", NULL, NULL, "prompt"},
+    /* Multi-device sync (sync.c), for `vigil sync --with http://...` on another machine. */
+    {"POST", "/v1/sync/hello", vg_http_sync_route, 200, 1,
+     "Sync: this store's marks, tops and holes per host (joins the store to sync)", NULL, NULL,
+     NULL},
+    {"POST", "/v1/sync/offer", vg_http_sync_route, 200, 1,
+     "Sync: the log entries and records the sender of the hello (the body) lacks", NULL, NULL,
+     NULL},
+    {"POST", "/v1/sync/apply", vg_http_sync_route, 200, 1,
+     "Sync: merge another store's offer (the body) into this one", NULL, NULL, NULL},
+    {"POST", "/v1/sync/confirm", vg_http_sync_route, 200, 1,
+     "Sync: record the marks another store holds after its apply (its hello, the body)", NULL, NULL,
+     NULL},
     /* The task graph (graph.c), as `vigil task ...`; graph before {task, NULL}. */
     {"GET", "/v1/tasks", vg_http_tasks_list, 200, 0, "Tasks, oldest first", "status", NULL, NULL},
     {"GET", "/v1/tasks/graph", vg_http_tasks_graph, 200, 0,
@@ -916,7 +928,7 @@ const size_t vg_http_n_routes = VG_ARRAY_LEN(vg_http_routes);
 int vg_http_route_waits(const struct vg_route *route)
 {
     return route->fn == vg_http_chat_route || route->fn == h_tool_call_gate ||
-           route->fn == vg_http_sandbox_run ||
+           route->fn == vg_http_sandbox_run || route->fn == vg_http_sync_route ||
            (route->fn == vg_http_mcp_route && !strcmp(route->method, "POST"));
 }
 

@@ -275,6 +275,7 @@ struct vg_store {
     int depth;                              /* open transaction levels (0: none) */
     int failed;                             /* a write failed inside the open transaction */
     int wrote;                              /* the open transaction has written */
+    uint64_t tx_serial;                     /* outermost transactions begun (vg_store_tx_serial) */
     vg_store_tx_cb on_tx_end;               /* one hook, for the embedder's own use */
     void *on_tx_end_user;
     int group_commit; /* set by vg_store_durable_commits: 1 while commits are not durable */

@@ -224,6 +224,7 @@ static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
     if (s->depth == 0) {
         s->failed = s->wrote = s->committed = s->lone_write = 0;
         s->flat = flat;
+        s->tx_serial++;
     }
     s->depth++;
     return VIGIL_OK;
@@ -834,6 +835,11 @@ int vg_store_deferred(const struct vg_store *s, vg_store_pending_fn fn, const vo
         if (s->pending[i] == fn && s->pending_user[i] == user)
             return 1;
     return 0;
+}
+
+uint64_t vg_store_tx_serial(const struct vg_store *s)
+{
+    return s->tx_serial;
 }
 
 int vg_store_depth(const struct vg_store *s)

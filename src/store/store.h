@@ -156,6 +156,9 @@ vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user
  * a transaction reaches its owners only when its round ends, so an owner that several
  * transactions share may hear of an earlier one while a later one uses it. */
 int vg_store_deferred(const struct vg_store *s, vg_store_pending_fn fn, const void *user);
+/* How many outermost transactions this connection has begun: a write hook that does something
+ * once a transaction (sync's check for a join another connection made) compares it. */
+uint64_t vg_store_tx_serial(const struct vg_store *s);
 /* Open transaction levels: 0 outside a transaction, 1 in one, 2 and more in savepoints. */
 int vg_store_depth(const struct vg_store *s);
 /* 1 inside a transaction begun with vg_store_begin_flat (all or nothing: a failure at any level

@@ -309,18 +309,56 @@ static void ctx_free(void *p)
     vg_free(p);
 }
 
-static vigil_code install(struct vg_env *env, const char *host, vigil_error *err)
+/* The write hook of a runtime whose store had not joined when it opened: once a transaction
+ * that writes a synced record, whether the store has joined since (`vigil sync` in another
+ * process, a sync route on another of a daemon's runtimes); from then on it captures as if it
+ * had joined here. A store that never syncs pays one indexed read a transaction that writes an
+ * agent-domain record. SQLite's write transactions take turns, so a join committed before this
+ * one began is seen and one after it logs this one's writes in its snapshot. */
+static vigil_code watch(void *user, const struct vg_record *r, int updated, vigil_error *err)
+{
+    struct vg_sync_ctx *sy = user;
+    struct vg_store *s = sy->env->store;
+    char host[VG_SYNC_HOST_SIZE];
+    int found = 0;
+    if (sy->checked_tx == vg_store_tx_serial(s) ||
+        vg_sync_class_of(r->kind, r->id) == VG_SYNC_LOCAL)
+        return VIGIL_OK;
+    sy->checked_tx = vg_store_tx_serial(s);
+    vigil_code rc = read_host(s, host, &found, err);
+    if (rc || !found)
+        return rc;
+    memcpy(sy->host, host, strlen(host) + 1);
+    vg_store_set_write_hook(s, capture, sy);
+    return capture(sy, r, updated, err);
+}
+
+/* env->sync, made when the runtime has none: watching. */
+static struct vg_sync_ctx *ctx_of(struct vg_env *env, vigil_error *err)
 {
     if (env->sync)
-        return VIGIL_OK;
+        return env->sync;
     struct vg_sync_ctx *sy = vg_calloc(1, sizeof *sy);
-    if (!sy)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory joining sync");
+    if (!sy) {
+        VG_FAIL(err, VIGIL_ENOMEM, "out of memory joining sync");
+        return NULL;
+    }
     sy->env = env;
-    memcpy(sy->host, host, strlen(host) + 1);
     env->sync = sy;
     env->sync_free = ctx_free;
-    vg_store_set_write_hook(env->store, capture, sy);
+    vg_store_set_write_hook(env->store, watch, sy);
+    return sy;
+}
+
+static vigil_code install(struct vg_env *env, const char *host, vigil_error *err)
+{
+    struct vg_sync_ctx *sy = ctx_of(env, err);
+    if (!sy)
+        return VIGIL_ENOMEM;
+    if (!sy->host[0]) {
+        memcpy(sy->host, host, strlen(host) + 1);
+        vg_store_set_write_hook(env->store, capture, sy);
+    }
     return VIGIL_OK;
 }
 
@@ -329,14 +367,15 @@ vigil_code vg_sync_attach(struct vg_env *env, vigil_error *err)
     char host[VG_SYNC_HOST_SIZE];
     int found = 0;
     vigil_code rc = read_host(env->store, host, &found, err);
-    if (!rc && found)
-        rc = install(env, host, err);
+    if (!rc)
+        rc = found ? install(env, host, err) : (ctx_of(env, err) ? VIGIL_OK : VIGIL_ENOMEM);
     return rc;
 }
 
 const char *vg_sync_host(const struct vg_env *env)
 {
-    return env->sync ? ((const struct vg_sync_ctx *)env->sync)->host : NULL;
+    const struct vg_sync_ctx *sy = env->sync;
+    return sy && sy->host[0] ? sy->host : NULL;
 }
 
 /* Log every record of kind the store holds, as written now (the join's snapshot). */
@@ -392,16 +431,16 @@ static vigil_code join_tx(struct vg_env *env, vigil_error *err)
 
 vigil_code vg_sync_join(struct vg_env *env, vigil_error *err)
 {
-    int had = env->sync != NULL;
+    int had = vg_sync_host(env) != NULL;
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
     rc = vg_store_end(env->store, join_tx(env, err), err);
     if (rc && !had && env->sync) { /* the join rolled back: the store does not sync */
-        vg_store_set_write_hook(env->store, NULL, NULL);
-        env->sync_free(env->sync);
-        env->sync = NULL;
-        env->sync_free = NULL;
+        struct vg_sync_ctx *sy = env->sync;
+        sy->host[0] = '\0';
+        sy->checked_tx = 0;
+        vg_store_set_write_hook(env->store, watch, sy);
     }
     return rc;
 }

@@ -4,7 +4,8 @@
  * (the log entries the receiver lacks and each record they name, once, its body read from the
  * store now), the apply (checked as outside input, merged, idempotent) and the confirmation.
  *
- * Sections: reading JSON; hello; offer; checking an offer; merging records; apply; both ways.
+ * Sections: reading JSON; hello; offer; checking an offer; merging records; apply. The legs over
+ * a transport, both ways, are transport.c's.
  */
 #include "base/common.h"
 
@@ -32,8 +33,10 @@ static const char *jstr(const json_t *o, const char *key)
 
 static struct vg_sync_ctx *joined(struct vg_env *env, vigil_error *err)
 {
-    if (!env->sync)
+    if (!vg_sync_host(env)) {
         VG_FAIL(err, VIGIL_ESTATE, "this store has not joined sync: run `vigil sync` on it first");
+        return NULL;
+    }
     return env->sync;
 }
 
@@ -169,7 +172,10 @@ struct offer_ctx {
     const json_t *holes;              /* the receiver's holes of this host */
     int64_t top;                      /* the receiver's top of this host */
     const char *host;
-    json_t *wanted; /* [kind, id] of the entries' records, read after the scan */
+    json_t *wanted;    /* [kind, id] of the entries' records, read after the scan */
+    int64_t max_bytes; /* the hello's bound on the records' bytes (0: none) */
+    int64_t bytes;     /* the records' bytes taken so far */
+    int more;          /* stopped at the bound: entries are left for the next offer */
 };
 
 static int asked(const json_t *holes, int64_t seq)
@@ -226,6 +232,7 @@ static vigil_code offer_record(struct offer_ctx *c, const char *kind, const char
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "kind", kind, "id", id,
                               "owner", r->owner, "k1", r->k1, "k2", r->k2, "seq",
                               (json_int_t)r->seq, "at", (json_int_t)r->at, "body", r->body);
+        c->bytes += (int64_t)strlen(r->body) + 200; /* the body and about what frames it */
         if (!o || (side && json_object_set(o, "sync", side)) ||
             json_array_append_new(c->records, o) || json_object_set_new(c->seen, key, json_true()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a sync offer");
@@ -245,12 +252,21 @@ static vigil_code offer_host(struct offer_ctx *c, const char *host, const json_t
     c->top = jint(json_object_get(hello, "tops"), host);
     c->holes = json_object_get(json_object_get(hello, "holes"), host);
     json_array_clear(c->wanted);
+    size_t base = json_array_size(c->entries); /* wanted[i] is the record of entries[base + i] */
     vigil_code rc = vg_store_scan(c->store, &q, entry_cb, c, err);
     size_t i;
     json_t *w;
     json_array_foreach (c->wanted, i, w) {
         if (rc)
             break;
+        if (c->max_bytes > 0 && c->bytes >= c->max_bytes) {
+            /* The bound: the entries from here on (a SEQ-ordered tail) wait for the next offer,
+             * so the receiver holds a prefix and its mark moves over it without a hole. */
+            while (json_array_size(c->entries) > base + i)
+                json_array_remove(c->entries, json_array_size(c->entries) - 1);
+            c->more = 1;
+            break;
+        }
         rc = offer_record(c, json_string_value(json_array_get(w, 0)),
                           json_string_value(json_array_get(w, 1)), err);
     }
@@ -298,7 +314,8 @@ vigil_code vg_sync_offer(struct vg_env *env, const json_t *hello, json_t **out, 
                           .entries = json_array(),
                           .records = json_array(),
                           .seen = json_object(),
-                          .wanted = json_array()};
+                          .wanted = json_array(),
+                          .max_bytes = jint(hello, "max_bytes")};
     vigil_code rc = c.entries && c.records && c.seen && c.wanted
                         ? VIGIL_OK
                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a sync offer");
@@ -311,15 +328,15 @@ vigil_code vg_sync_offer(struct vg_env *env, const json_t *hello, json_t **out, 
         if (!rc)
             rc = read_marks(env->store, &stored, err);
         json_object_foreach (stored, host, m)
-            if (!rc)
+            if (!rc && !c.more)
                 rc = offer_host(&c, host, hello, err);
         rc = vg_store_end(env->store, rc, err);
     }
     json_decref(stored);
     json_decref(c.seen);
     json_decref(c.wanted);
-    if (!rc && !(*out = json_pack("{s:i, s:s, s:o, s:o}", "v", 1, "from", sy->host, "entries",
-                                  c.entries, "records", c.records)))
+    if (!rc && !(*out = json_pack("{s:i, s:s, s:o, s:o, s:b}", "v", 1, "from", sy->host, "entries",
+                                  c.entries, "records", c.records, "more", c.more)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a sync offer");
     else if (rc) {
         json_decref(c.entries);
@@ -788,58 +805,4 @@ vigil_code vg_sync_confirm(struct vg_env *env, const json_t *hello, vigil_error 
     }
     vg_free(text);
     return rc;
-}
-
-/* ---- both ways ----------------------------------------------------------------------------- */
-
-/* A message through its JSON text, as a transport would carry it. */
-static vigil_code carried(json_t *msg, json_t **out, int64_t *bytes, vigil_error *err)
-{
-    char *text = vg_json_dump(msg, 0);
-    json_decref(msg);
-    if (!text)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a sync message");
-    if (bytes)
-        *bytes += (int64_t)strlen(text);
-    json_error_t je;
-    *out = json_loads(text, 0, &je);
-    vg_free(text);
-    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_EPARSE, "a sync message: %s", je.text);
-}
-
-vigil_code vg_sync_push(struct vg_env *from, struct vg_env *to, struct vg_sync_stats *stats,
-                        vigil_error *err)
-{
-    struct vg_sync_stats scratch = {0}, *st = stats ? stats : &scratch;
-    json_t *hello = NULL, *offer = NULL, *msg = NULL;
-    vigil_code rc = vg_sync_hello(to, &msg, err);
-    if (!rc)
-        rc = carried(msg, &hello, NULL, err);
-    if (!rc)
-        rc = vg_sync_offer(from, hello, &msg, err);
-    if (!rc) {
-        st->entries_sent += (int64_t)json_array_size(json_object_get(msg, "entries"));
-        st->records_sent += (int64_t)json_array_size(json_object_get(msg, "records"));
-        rc = carried(msg, &offer, &st->bytes_sent, err);
-    }
-    if (!rc)
-        rc = vg_sync_apply(to, offer, st, err);
-    json_decref(hello);
-    hello = NULL;
-    if (!rc)
-        rc = vg_sync_hello(to, &msg, err);
-    if (!rc)
-        rc = carried(msg, &hello, NULL, err);
-    if (!rc)
-        rc = vg_sync_confirm(from, hello, err);
-    json_decref(hello);
-    json_decref(offer);
-    return rc;
-}
-
-vigil_code vg_sync_between(struct vg_env *a, struct vg_env *b, struct vg_sync_stats *a_to_b,
-                           struct vg_sync_stats *b_to_a, vigil_error *err)
-{
-    vigil_code rc = vg_sync_push(a, b, a_to_b, err);
-    return rc ? rc : vg_sync_push(b, a, b_to_a, err);
 }

@@ -70,8 +70,42 @@ vigil_code vg_sync_apply(struct vg_env *env, const struct json_t *offer,
 /* The sender records the marks the receiver now has (a sync_peer record per peer host). */
 vigil_code vg_sync_confirm(struct vg_env *env, const struct json_t *hello, vigil_error *err);
 
-/* One direction (from -> to) through the messages' JSON text, then both: what `vigil sync
- * --with` runs. Both stores must have joined. stats may be NULL. */
+/*
+ * The transport: the other store as the exchange reaches it, in one process (vg_sync_local_peer)
+ * or over the network (the runtime's HTTP peer, POST /v1/sync/LEG on a daemon). One leg runs on
+ * the peer's store as vg_sync_serve does: JSON text in, JSON text out.
+ */
+struct vg_sync_peer {
+    /* Run leg ("hello", "offer", "apply", "confirm") on the peer's store with request (JSON
+     * text; "{}" for hello); *answer: JSON text (owned, vg_free). */
+    vigil_code (*call)(void *self, const char *leg, const char *request, char **answer,
+                       vigil_error *err);
+    void *self;
+    /* > 0: an offer carries records of about this many bytes at most (the rest follow in the
+     * next ones); 0: no bound. A network peer bounds what one request carries. */
+    int64_t max_bytes;
+};
+
+/* One leg on this store, as a peer asks for it (outside input): "hello" (request ignored) answers
+ * vg_sync_hello; "offer" (request: the asker's hello) vg_sync_offer; "apply" (request: the
+ * asker's offer) applies it and answers {"entries","changed","holes"}; "confirm" (request: the
+ * asker's hello after its apply) vg_sync_confirm and answers {"ok":true}. EINVAL: an unknown leg
+ * or a request that is not a JSON object. */
+vigil_code vg_sync_serve(struct vg_env *env, const char *leg, const char *request,
+                         size_t request_len, char **answer, vigil_error *err);
+/* The peer whose legs are vg_sync_serve on env (another store this process opened). */
+struct vg_sync_peer vg_sync_local_peer(struct vg_env *env);
+
+/* Both ways between this store and a peer, each direction in offers of at most peer->max_bytes
+ * until nothing is missing, then confirmed: what `vigil sync --with` runs. *peer_host (may be
+ * NULL): the peer's host id. ECONFLICT when the peer has this store's host id. sent and received
+ * may be NULL. */
+vigil_code vg_sync_exchange(struct vg_env *env, const struct vg_sync_peer *peer,
+                            struct vg_sync_stats *sent, struct vg_sync_stats *received,
+                            char peer_host[VG_SYNC_HOST_SIZE], vigil_error *err);
+
+/* One direction (from -> to) through the messages' JSON text, then both: vg_sync_exchange with
+ * a local peer. Both stores must have joined. stats may be NULL. */
 vigil_code vg_sync_push(struct vg_env *from, struct vg_env *to, struct vg_sync_stats *stats,
                         vigil_error *err);
 vigil_code vg_sync_between(struct vg_env *a, struct vg_env *b, struct vg_sync_stats *a_to_b,

@@ -8,11 +8,13 @@
 
 #include "store/store.h"
 
-/* The state kept in env->sync while a store has joined. */
+/* The state kept in env->sync from the runtime's open: watching for a join (another runtime's,
+ * another process's) until the store has joined, then capturing. */
 struct vg_sync_ctx {
     struct vg_env *env;
-    char host[VG_SYNC_HOST_SIZE];
-    int applying; /* an apply is writing: its writes are another device's, not captured */
+    char host[VG_SYNC_HOST_SIZE]; /* "" until the store has joined */
+    int applying;                 /* an apply is writing: its writes are another device's */
+    uint64_t checked_tx;          /* watching: the transaction (vg_store_tx_serial) checked */
 };
 
 /* The sequence log's entry id: "ID@HOST:SEQ" for the entry (HOST, SEQ) naming record ID, SEQ as

@@ -58,6 +58,14 @@ cp "$LAPTOP" "$T/copy.db"
 expect 4 --store "$LAPTOP" sync --with "$T/copy.db"
 has "$ERR" "copy"
 expect 2 --store "$LAPTOP" sync
+# A daemon needs its token, and a token file goes with a daemon; one that is not there is 3, no
+# daemon listening 9 (the HTTP transport itself: tests/http/test_http_sync.c).
+expect 2 --store "$LAPTOP" sync --with http://127.0.0.1:9
+has "$ERR" "--token-file"
+expect 2 --store "$LAPTOP" sync --with "$DESKTOP" --token-file "$T/token"
+expect 3 --store "$LAPTOP" sync --with http://127.0.0.1:9 --token-file "$T/no-token"
+printf '%s\n' 0123456789abcdef > "$T/token"
+expect 9 --store "$LAPTOP" sync --with http://127.0.0.1:9 --token-file "$T/token"
 expect 0 sync --help
 has "$OUT" "--with OTHER_STORE"
 finish

@@ -11,6 +11,7 @@
 #include "helpers/seeded_ids.h"
 
 #include "agent/agent.h"
+#include "memory/compact.h"
 #include "os/clock.h"
 #include "os/fs.h"
 #include "runtime/runtime.h"
@@ -773,6 +774,130 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
 }
 
 /* A store copied to a second machine has its original's host id: the exchange refuses it. */
+/* Item 7 of SYNC.md's list: a runtime opened on a store before another runtime (another
+ * process: `vigil sync`, a daemon's sync route) joined it logs what it writes from then on, so
+ * a daemon need not be restarted; a runtime on a store that never joins logs nothing. */
+TEST(a_runtime_opened_before_its_store_joined_logs_its_writes)
+{
+    struct device early;
+    vigil_error err = {0};
+    vigil_runtime *joiner = NULL;
+    char before[37], after[37];
+    memset(&early, 0, sizeof early);
+    vg_test_clock_init(&early.clock, 1767225600000);
+    snprintf(early.path, sizeof early.path, "%s/agent.db", vg_test_tmpdir("sync_late_join"));
+    if (getenv("VIGIL_TEST_RT_PG"))
+        vg_test_pg_schema_uri("sync_late_join", 1, early.path, sizeof early.path);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = early.path, .create_if_missing = 1};
+    ASSERT_OK(vg_runtime_open_with(&o, &early.clock.base, vg_ids_seeded(&early.clock.base, 31),
+                                   &early.rt, &err));
+    early.env = vg_runtime_env(early.rt);
+    create_agent(&early, "before", before);
+    ASSERT_EQ(count_kind(&early, "sync_log", NULL), 0); /* not joined: nothing logged */
+    vigil_runtime_options jo = {.size = sizeof jo, .store_uri = early.path};
+    ASSERT_OK(vigil_runtime_open(&jo, &joiner, &err));
+    ASSERT_OK(vg_sync_join(vg_runtime_env(joiner), E));
+    const char *host = vg_sync_host(vg_runtime_env(joiner));
+    int64_t joined = count_kind(&early, "sync_log", host);
+    ASSERT(joined >= 2); /* the join's snapshot: the agent and its state at least */
+    create_agent(&early, "after", after); /* the early runtime, after the join */
+    ASSERT(count_kind(&early, "sync_log", host) > joined);
+    ASSERT_STREQ(vg_sync_host(early.env), host);
+    struct device peer;
+    device_open(&peer, "sync_late_join_peer", 32);
+    ASSERT_OK(vg_sync_between(vg_runtime_env(joiner), peer.env, NULL, NULL, E));
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(peer.env->store, "agent", after, &r, E));
+    vg_free(r);
+    vigil_runtime_close(joiner);
+    device_close(&peer);
+    device_close(&early);
+}
+
+/* Offers bounded in bytes (a network peer's): each direction goes in several offers, each
+ * applied as it comes; a direction cut off after its first offer leaves the receiver holding
+ * a prefix of the log without a hole, and the next exchange sends only the rest (S0-164). */
+TEST(bounded_offers_cut_off_midway_are_taken_up_where_they_stopped)
+{
+    struct device a, b;
+    char agent[37];
+    device_open(&a, "sync_bounded_a", 41);
+    device_open(&b, "sync_bounded_b", 42);
+    create_agent(&a, "talker", agent);
+    for (int i = 0; i < 20; i++)
+        say(&a, agent, "t1", "a line of the conversation, long enough to count in bytes");
+    int64_t total = count_kind(&a, "sync_log", vg_sync_host(a.env));
+    /* The first offer alone, as a connection cut after it would leave it. */
+    json_t *hello = NULL, *offer = NULL;
+    struct vg_sync_stats first = {0};
+    ASSERT_OK(vg_sync_hello(b.env, &hello, E));
+    json_object_set_new(hello, "max_bytes", json_integer(2000));
+    ASSERT_OK(vg_sync_offer(a.env, hello, &offer, E));
+    ASSERT(json_is_true(json_object_get(offer, "more")));
+    int64_t sent_first = (int64_t)json_array_size(json_object_get(offer, "entries"));
+    ASSERT(sent_first > 0 && sent_first < total);
+    ASSERT_OK(vg_sync_apply(b.env, offer, &first, E));
+    ASSERT_EQ(first.holes, 0); /* a prefix: the mark moved over all of it */
+    json_decref(offer);
+    json_decref(hello);
+    /* Taken up in bounded offers: only the rest is sent, in more than one. */
+    struct vg_sync_peer peer = vg_sync_local_peer(b.env);
+    peer.max_bytes = 2000;
+    struct vg_sync_stats sent = {0}, received = {0};
+    ASSERT_OK(vg_sync_exchange(a.env, &peer, &sent, &received, NULL, E));
+    ASSERT_EQ(sent.entries_sent, total - sent_first);
+    ASSERT_EQ(sent.holes, 0);
+    expect_same(&a, &b);
+    device_close(&a);
+    device_close(&b);
+}
+
+/* A compaction job's execution state (the job, its status and attempts, the thread's cursor)
+ * stays with the store that runs it: never logged, never in an offer, refused from a peer.
+ * proves: S0-030 */
+TEST(compaction_job_state_is_never_sent)
+{
+    struct device a, b;
+    char agent[37], job[VG_RECORD_ID_MAX];
+    struct vg_compaction_policy policy = {.thread_budget = 200, .keep_tokens = 50, .span_max = 10};
+    device_open(&a, "sync_compact_a", 101);
+    device_open(&b, "sync_compact_b", 102);
+    create_agent(&a, "long", agent);
+    for (int i = 0; i < 30; i++)
+        say(&a, agent, "t1", "a message long enough that thirty of them pass a small budget");
+    ASSERT_OK(vg_compact_consider(a.env, agent, "t1", &policy, job, E));
+    ASSERT(job[0]);
+    int ran = 0;
+    ASSERT_OK(vg_compact_run_one(a.env, NULL, &policy, &ran, E)); /* the fallback summarizer */
+    ASSERT_EQ(ran, 1);
+    ASSERT(count_kind(&a, "compaction_job", NULL) >= 1);
+    ASSERT(count_kind(&a, "compaction_cursor", NULL) >= 1);
+    json_t *hello = NULL, *offer = NULL, *r;
+    ASSERT_OK(vg_sync_hello(b.env, &hello, E));
+    ASSERT_OK(vg_sync_offer(a.env, hello, &offer, E));
+    size_t i;
+    json_array_foreach (json_object_get(offer, "records"), i, r)
+        ASSERT(strncmp(json_string_value(json_object_get(r, "kind")), "compaction", 10) != 0);
+    json_array_foreach (json_object_get(offer, "entries"), i, r)
+        ASSERT(strncmp(json_string_value(json_array_get(r, 2)), "compaction", 10) != 0);
+    ASSERT_OK(vg_sync_apply(b.env, offer, NULL, E));
+    ASSERT_EQ(count_kind(&b, "compaction_job", NULL), 0);
+    ASSERT_EQ(count_kind(&b, "compaction_cursor", NULL), 0);
+    /* A peer that sends one is refused whole. */
+    json_array_append_new(json_object_get(offer, "records"),
+                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s}", "kind",
+                                    "compaction_job", "id", job, "owner", agent, "k1", "t1", "k2",
+                                    "pending", "seq", 0, "at", 0, "body",
+                                    "{\"status\":\"pending\"}"));
+    vigil_error err = {0};
+    ASSERT_EQ(vg_sync_apply(b.env, offer, NULL, &err), VIGIL_EINVAL);
+    ASSERT_CONTAINS(err.message, "do not sync");
+    json_decref(hello);
+    json_decref(offer);
+    device_close(&a);
+    device_close(&b);
+}
+
 TEST(a_copy_of_a_store_cannot_sync_with_its_original)
 {
     struct device a, b;
@@ -869,6 +994,8 @@ int main(void)
 {
     RUN(messages_appended_on_one_device_appear_on_the_other_and_forks_are_both_kept);
     RUN(a_forked_thread_is_read_branch_by_branch);
+    RUN(a_runtime_opened_before_its_store_joined_logs_its_writes);
+    RUN(bounded_offers_cut_off_midway_are_taken_up_where_they_stopped);
     RUN(lifecycle_changes_sync_and_concurrent_ones_meet_by_precedence);
     RUN(the_clock_decides_not_the_local_revision);
     RUN(a_replayed_exchange_changes_nothing);
@@ -879,6 +1006,7 @@ int main(void)
     RUN(every_synced_record_has_its_log_entry_and_clock);
     RUN(a_copy_of_a_store_cannot_sync_with_its_original);
     RUN(a_store_restored_from_a_backup_is_refused_by_a_peer_that_saw_its_lost_writes);
+    RUN(compaction_job_state_is_never_sent);
     RUN(three_devices_doing_concurrent_work_converge_in_any_order);
     return 0;
 }
