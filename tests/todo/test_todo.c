@@ -269,7 +269,7 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     /* Each file holds its own domain's tables, each with its own schema number. */
     ASSERT_EQ(file_int(tasks_db, "SELECT count(*) FROM sqlite_master WHERE name = 'records'"), 0);
     ASSERT_EQ(file_int(tasks_db, "PRAGMA user_version"), 0);
-    ASSERT_EQ(file_int(tasks_db, "SELECT value FROM todo_meta WHERE key = 'schema_version'"), 2);
+    ASSERT_EQ(file_int(tasks_db, "SELECT value FROM todo_meta WHERE key = 'schema_version'"), 3);
     ASSERT_EQ(file_int(t.path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                " ('tasks', 'categories', 'checklist_items', 'todo_meta')"),
               0);
