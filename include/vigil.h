@@ -260,6 +260,17 @@ VIGIL_API vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/*
+ * Set slots of an agent's durable state (goals, preferences, open loops, the active task, or
+ * a host's own): slots_json is a JSON object of slot name to any JSON value;
+ * each slot named is replaced, with an update stamp of its own (vigil_agent_show's
+ * state.slots.NAME = {value, updated_at}), the others are left as they are. A host gives an
+ * agent the entity it works on this way (the task domain's task agent: active_task).
+ * Errors: ENOTFOUND, EINVAL (not an object, or an empty one), ESTORE and friends.
+ */
+VIGIL_API vigil_code vigil_agent_slots_set(vigil_runtime *rt, const char *agent_id,
+                                           const char *slots_json, vigil_error *err);
+
 /* ---- source references (docs/storage.md, "Source references") ----------------------------- */
 
 /*

@@ -580,10 +580,16 @@ static vigil_code op_move_checklist_items(struct vg_todo *t, const json_t *args,
 
 #define TARGET(args) "\"scope\":{\"rule\":\"target\",\"arguments\":[" args "]}"
 #define CHANGES(keys) "\"side_effects\":{\"entity_types\":[\"task\"],\"tokens\":[" keys "]}"
-#define WRITE(args, keys)                                                                          \
-    "{\"risk\":\"low\",\"idempotency\":\"idempotent\"," TARGET(args) "," CHANGES(keys) "}"
-#define READ(rule)                                                                                 \
-    "{\"risk\":\"low\",\"mutating\":false,\"idempotency\":\"idempotent\",\"scope\":" rule "}"
+/* Each tool needs one capability of the seed's profile (S0-055), which an agent's manifest
+ * grants (capabilities: [taskRead, ...]): categoryRead, taskRead, taskWrite, checklistWrite,
+ * timeWrite, dayPlanRead, dayPlanWrite, ratingRead, ratingWrite. */
+#define CAP(name) "\"capabilities\":[\"" name "\"],"
+#define WRITE(cap, args, keys)                                                                     \
+    "{" CAP(cap) "\"risk\":\"low\",\"idempotency\":\"idempotent\"," TARGET(args) "," CHANGES(      \
+        keys) "}"
+#define READ(cap, rule)                                                                            \
+    "{" CAP(cap) "\"risk\":\"low\",\"mutating\":false,\"idempotency\":\"idempotent\","             \
+                 "\"scope\":" rule "}"
 #define BY_CATEGORY "{\"rule\":\"argument\",\"arguments\":[\"category_id\"]}"
 #define BY_TASK "{\"rule\":\"target\",\"arguments\":[\"task_id\"]}"
 #define S_TASK "\"task_id\":{\"type\":\"string\",\"minLength\":1}"
@@ -600,22 +606,24 @@ const struct todo_op todo_ops[] = {
     {"set_task_title", op_set_task_title, "Rename a task.",
      SCHEMA(S_TASK ",\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
             "\"task_id\",\"title\""),
-     WRITE("\"task_id\"", "\"TASK\""), 1},
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"update_task_estimate", op_update_task_estimate, "Set a task's estimate, in minutes.",
-     SCHEMA(S_TASK "," S_EST, "\"task_id\",\"estimate_minutes\""), WRITE("\"task_id\"", "\"TASK\""),
-     1},
+     SCHEMA(S_TASK "," S_EST, "\"task_id\",\"estimate_minutes\""),
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"update_task_due_date", op_update_task_due_date,
      "Set a task's due date (YYYY-MM-DD), or clear it with null.",
-     SCHEMA(S_TASK "," S_DUE, "\"task_id\",\"due_date\""), WRITE("\"task_id\"", "\"TASK\""), 1},
+     SCHEMA(S_TASK "," S_DUE, "\"task_id\",\"due_date\""),
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"update_task_priority", op_update_task_priority,
      "Set a task's priority: low, normal, high or urgent.",
-     SCHEMA(S_TASK "," S_PRIO, "\"task_id\",\"priority\""), WRITE("\"task_id\"", "\"TASK\""), 1},
+     SCHEMA(S_TASK "," S_PRIO, "\"task_id\",\"priority\""),
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"add_multiple_checklist_items", op_add_checklist_items,
      "Append items to a task's checklist; answers their ids.",
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":"
                    "{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}}",
             "\"task_id\",\"items\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
+     WRITE("checklistWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"update_checklist_items", op_update_checklist_items,
      "Change the text or the done mark of items of a task's checklist.",
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":{"
@@ -623,7 +631,7 @@ const struct todo_op todo_ops[] = {
                    "\"properties\":{\"id\":{\"type\":\"string\"},\"text\":{\"type\":\"string\","
                    "\"minLength\":1,\"maxLength\":500},\"done\":{\"type\":\"boolean\"}}}}",
             "\"task_id\",\"items\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
+     WRITE("checklistWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"create_follow_up_task", op_create_follow_up_task,
      "Create a follow-up of a task, in the task's category; carry_over_open_items moves the "
      "task's open checklist items to it, close_source_as (done or cancelled) closes the task.",
@@ -632,12 +640,12 @@ const struct todo_op todo_ops[] = {
                    "\"default\":false},\"close_source_as\":{\"type\":\"string\",\"enum\":"
                    "[\"done\",\"cancelled\"]}",
             "\"task_id\",\"title\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
     {"conclude_task_with_rollover", op_conclude_task_with_rollover,
      "Mark an open task done; its open checklist items move to a new follow-up task.",
      SCHEMA(S_TASK ",\"follow_up_title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
             "\"task_id\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
     {"move_checklist_items", op_move_checklist_items,
      "Move checklist items from one task's checklist to another's; they keep their done mark "
      "unless preserve_done is false (then they arrive unchecked).",
@@ -645,7 +653,7 @@ const struct todo_op todo_ops[] = {
             "\"item_ids\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"string\"}},"
             "\"preserve_done\":{\"type\":\"boolean\",\"default\":true}",
             "\"from_task_id\",\"to_task_id\",\"item_ids\""),
-     WRITE("\"from_task_id\",\"to_task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
+     WRITE("checklistWrite", "\"from_task_id\",\"to_task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"create_retrospective_time_entry", todo_op_create_retrospective_time_entry,
      "Log a work session on a task that has ended: when it started and ended (RFC 3339 with a "
      "UTC offset; or started_at and minutes), a note describing it, and optionally the id of "
@@ -655,23 +663,23 @@ const struct todo_op todo_ops[] = {
                    "\"note\":{\"type\":\"string\",\"maxLength\":2000},\"source_entry_id\":"
                    "{\"type\":\"string\",\"minLength\":1,\"maxLength\":200}",
             "\"task_id\",\"started_at\""),
-     WRITE("\"task_id\"", "\"TASK\",\"TIME_ENTRY\""), 1},
+     WRITE("timeWrite", "\"task_id\"", "\"TASK\",\"TIME_ENTRY\""), 1},
     {"resolve_task_reference", todo_op_resolve_task_reference,
      "Find the tasks of a category a text refers to (an id or words of a title), ranked; "
      "\"ambiguous\" when the best candidates tie.",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"reference\":{\"type\":\"string\","
             "\"minLength\":1}",
             "\"category_id\",\"reference\""),
-     READ(BY_CATEGORY), 0},
+     READ("categoryRead", BY_CATEGORY), 0},
     {"list_tasks_in_scope", todo_op_list_tasks_in_scope,
      "List the tasks of a category (open ones unless status says otherwise).",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"status\":{\"type\":\"string\",\"enum\":"
             "[\"open\",\"done\",\"cancelled\",\"all\"],\"default\":\"open\"}",
             "\"category_id\""),
-     READ(BY_CATEGORY), 0},
+     READ("categoryRead", BY_CATEGORY), 0},
     {"get_task", todo_op_get_task,
      "Read a task in full: its fields, checklist items, time entries and follow-ups.",
-     SCHEMA(S_TASK, "\"task_id\""), READ(BY_TASK), 0},
+     SCHEMA(S_TASK, "\"task_id\""), READ("taskRead", BY_TASK), 0},
     {"upsert_day_plan_blocks", todo_op_upsert_day_plan_blocks,
      "Plan a day for a category in one atomic call: delete the blocks named in "
      "delete_block_ids, then upsert blocks, each {block_id?, start, end (HH:MM), task_id?, "
@@ -687,14 +695,27 @@ const struct todo_op todo_ops[] = {
             "\"delete_block_ids\":{\"type\":\"array\",\"maxItems\":48,\"items\":"
             "{\"type\":\"string\"}}",
             "\"category_id\",\"day\""),
-     "{\"risk\":\"low\",\"idempotency\":\"idempotent\",\"scope\":" BY_CATEGORY
-     ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_PLAN\"]}}",
+     "{" CAP(
+         "dayPlanWrite") "\"risk\":\"low\",\"idempotency\":\"idempotent\",\"scope\":" BY_CATEGORY
+                         ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_"
+                         "PLAN\"]}}",
      0},
     {"get_ratings_summary", todo_op_get_ratings_summary,
      "The ratings of a category's tasks: how many, the average, and per rated task its average "
      "and last note, lowest average first.",
-     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""), READ(BY_CATEGORY), 0},
-    {"rate_task", todo_op_rate_task, NULL, NULL, NULL, 0},
+     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""),
+     READ("ratingRead", BY_CATEGORY), 0},
+    {"get_day_plan", todo_op_get_day_plan,
+     "The blocks of a day's plan of a category, by start time.",
+     SCHEMA("\"category_id\":{\"type\":\"string\"},\"day\":{\"type\":\"string\","
+            "\"pattern\":\"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\"}",
+            "\"category_id\",\"day\""),
+     READ("dayPlanRead", BY_CATEGORY), 0},
+    {"rate_task", todo_op_rate_task, "Rate a task: a score of 1 to 5 and an optional note.",
+     SCHEMA(S_TASK ",\"score\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},"
+                   "\"note\":{\"type\":\"string\",\"maxLength\":2000}",
+            "\"task_id\",\"score\""),
+     WRITE("ratingWrite", "\"task_id\"", "\"TASK\",\"RATING\""), 0},
     {"create_category", op_create_category, NULL, NULL, NULL, 0},
     {"create_task", op_create_task, NULL, NULL, NULL, 0},
     {"delete_task", op_delete_task, NULL, NULL, NULL, 0},

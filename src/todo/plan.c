@@ -164,6 +164,20 @@ vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
     return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
 }
 
+vigil_code todo_op_get_day_plan(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                vigil_error *err)
+{
+    const char *cat = json_string_value(json_object_get(args, "category_id"));
+    const char *day = json_string_value(json_object_get(args, "day"));
+    if (!cat || !todo_valid_date(day))
+        return todo_refuse(c, "invalid_arguments", "category_id and day (YYYY-MM-DD) are required");
+    json_t *all = day_blocks(t, day, cat, err);
+    if (!all)
+        return err->code ? err->code : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    c->result = json_pack("{s:s, s:s, s:o}", "category_id", cat, "day", day, "blocks", all);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
 vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
                              vigil_error *err)
 {

@@ -71,6 +71,8 @@ vigil_code todo_op_create_retrospective_time_entry(struct vg_todo *t, const json
 /* Day plans and ratings (plan.c). */
 vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
                                           struct todo_change *c, vigil_error *err);
+vigil_code todo_op_get_day_plan(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                vigil_error *err);
 vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
                              vigil_error *err);
 vigil_code todo_op_get_ratings_summary(struct vg_todo *t, const json_t *args, struct todo_change *c,

@@ -16,7 +16,12 @@
 #include <string.h>
 #include <time.h>
 
-#define CFG_WORK "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}"
+/* The nine capabilities of the domain's tools: an agent given them all may call every one. */
+#define ALL_CAPABILITIES                                                                           \
+    "[\"categoryRead\",\"taskRead\",\"taskWrite\",\"checklistWrite\",\"timeWrite\","               \
+    "\"dayPlanRead\",\"dayPlanWrite\",\"ratingRead\",\"ratingWrite\"]"
+#define CFG_WORK                                                                                   \
+    "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"],\"capabilities\":" ALL_CAPABILITIES "}"
 
 /* A task database beside the test's store, with the test's clock. */
 static struct vg_todo *open_todo(struct test_rt *t)
@@ -46,8 +51,8 @@ static const char *field(const json_t *o, const char *name)
 /* A person's create_task in work (its id into id). */
 static void add_task(struct vg_todo *todo, const char *title, char id[64])
 {
-    json_t *r = apply(todo, "create_task", json_pack("{s:s, s:s}", "category_id", "work", "title",
-                                                     title));
+    json_t *r =
+        apply(todo, "create_task", json_pack("{s:s, s:s}", "category_id", "work", "title", title));
     snprintf(id, 64, "%s", field(json_object_get(r, "result"), "task_id"));
     json_decref(r);
 }
@@ -100,9 +105,9 @@ static void add_items(struct vg_todo *todo, const char *task_id, json_t *texts, 
 
 static void mark_done(struct vg_todo *todo, const char *task_id, const char *item)
 {
-    json_decref(apply(todo, "update_checklist_items",
-                      json_pack("{s:s, s:[{s:s, s:b}]}", "task_id", task_id, "items", "id", item,
-                                "done", 1)));
+    json_decref(apply(
+        todo, "update_checklist_items",
+        json_pack("{s:s, s:[{s:s, s:b}]}", "task_id", task_id, "items", "id", item, "done", 1)));
 }
 
 /* create_follow_up_task with carry_over_open_items and close_source_as: the open items are the
@@ -154,8 +159,8 @@ TEST(a_follow_up_carries_the_open_items_and_closes_its_source_when_asked)
 
     /* A closed source is closed once: carrying or closing again is refused, nothing made. */
     ASSERT_EQ(gate(&t, agent, "f-2", "create_follow_up_task",
-                   json_pack("{s:s, s:s, s:s}", "task_id", src, "title", "again",
-                             "close_source_as", "cancelled"),
+                   json_pack("{s:s, s:s, s:s}", "task_id", src, "title", "again", "close_source_as",
+                             "cancelled"),
                    &o),
               VG_TOOL_UNSAFE_TARGET);
     vg_tool_outcome_release(&o);
@@ -173,9 +178,8 @@ static void at_offset(char out[64], int64_t ms, int off_min)
     struct tm tm;
     gmtime_r(&secs, &tm);
     int a = off_min < 0 ? -off_min : off_min;
-    snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d%c%02d:%02d", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, off_min < 0 ? '-' : '+',
-             a / 60, a % 60);
+    snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d%c%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, off_min < 0 ? '-' : '+', a / 60, a % 60);
 }
 
 /* A retrospective time entry from a start and an end at UTC -05:00, a description and the id
@@ -205,15 +209,14 @@ TEST(a_retrospective_time_entry_keeps_its_span_and_its_source_entry)
               VG_TOOL_OK);
     vg_tool_outcome_release(&o);
     /* An end before the start, and minutes that disagree with the end, are refused. */
-    ASSERT_EQ(gate(&t, agent, "t-1", "create_retrospective_time_entry",
-                   json_pack("{s:s, s:s, s:s}", "task_id", id, "started_at", end, "ended_at",
-                             start),
-                   &o),
-              VG_TOOL_INVALID_ARGUMENTS);
+    ASSERT_EQ(
+        gate(&t, agent, "t-1", "create_retrospective_time_entry",
+             json_pack("{s:s, s:s, s:s}", "task_id", id, "started_at", end, "ended_at", start), &o),
+        VG_TOOL_INVALID_ARGUMENTS);
     vg_tool_outcome_release(&o);
     ASSERT_EQ(gate(&t, agent, "t-1", "create_retrospective_time_entry",
-                   json_pack("{s:s, s:s, s:s, s:i}", "task_id", id, "started_at", start,
-                             "ended_at", end, "minutes", 60),
+                   json_pack("{s:s, s:s, s:s, s:i}", "task_id", id, "started_at", start, "ended_at",
+                             end, "minutes", 60),
                    &o),
               VG_TOOL_INVALID_ARGUMENTS);
     vg_tool_outcome_release(&o);
@@ -300,13 +303,13 @@ TEST(a_day_plan_deletes_and_upserts_blocks_in_one_atomic_call)
                       json_pack("{s:s, s:s}", "category_id", "home", "title", "Fix the sink"));
     snprintf(other, sizeof other, "%s", field(json_object_get(r, "result"), "task_id"));
     json_decref(r);
-    ASSERT_EQ(gate(&t, agent, "d-1", "upsert_day_plan_blocks",
-                   json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "category_id",
-                             "work", "day", "2026-12-01", "blocks", "start", "09:00", "end",
-                             "11:00", "label", "Deep work", "start", "13:00", "end", "14:00",
-                             "label", "Email"),
-                   &o),
-              VG_TOOL_OK);
+    ASSERT_EQ(
+        gate(&t, agent, "d-1", "upsert_day_plan_blocks",
+             json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "category_id", "work",
+                       "day", "2026-12-01", "blocks", "start", "09:00", "end", "11:00", "label",
+                       "Deep work", "start", "13:00", "end", "14:00", "label", "Email"),
+             &o),
+        VG_TOOL_OK);
     snprintf(first, sizeof first, "%s",
              field(json_array_get(json_object_get(o.result, "blocks"), 0), "block_id"));
     snprintf(second, sizeof second, "%s",
@@ -314,14 +317,14 @@ TEST(a_day_plan_deletes_and_upserts_blocks_in_one_atomic_call)
     vg_tool_outcome_release(&o);
 
     /* Email goes, Deep work moves to 10:00-12:00 under its id, a review comes. */
-    ASSERT_EQ(gate(&t, agent, "d-2", "upsert_day_plan_blocks",
-                   json_pack("{s:s, s:s, s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s}], s:[s]}",
-                             "category_id", "work", "day", "2026-12-01", "blocks", "block_id",
-                             first, "start", "10:00", "end", "12:00", "label", "Deep work",
-                             "start", "13:00", "end", "13:30", "label", "Review",
-                             "delete_block_ids", second),
-                   &o),
-              VG_TOOL_OK);
+    ASSERT_EQ(
+        gate(&t, agent, "d-2", "upsert_day_plan_blocks",
+             json_pack("{s:s, s:s, s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s}], s:[s]}",
+                       "category_id", "work", "day", "2026-12-01", "blocks", "block_id", first,
+                       "start", "10:00", "end", "12:00", "label", "Deep work", "start", "13:00",
+                       "end", "13:30", "label", "Review", "delete_block_ids", second),
+             &o),
+        VG_TOOL_OK);
     plan_text(o.result, text, sizeof text);
     ASSERT_STREQ(text, "10:00-12:00 Deep work;13:00-13:30 Review;");
     ASSERT_STREQ(field(json_array_get(json_object_get(o.result, "blocks"), 0), "block_id"), first);
@@ -337,24 +340,24 @@ TEST(a_day_plan_deletes_and_upserts_blocks_in_one_atomic_call)
               VG_TOOL_UNSAFE_TARGET);
     vg_tool_outcome_release(&o);
     ASSERT_EQ(gate(&t, agent, "d-4", "upsert_day_plan_blocks",
-                   json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}], s:[s]}", "category_id", "work",
-                             "day", "2026-12-01", "blocks", "start", "15:00", "end", "16:00",
-                             "task_id", other, "delete_block_ids", first),
+                   json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}], s:[s]}", "category_id", "work", "day",
+                             "2026-12-01", "blocks", "start", "15:00", "end", "16:00", "task_id",
+                             other, "delete_block_ids", first),
                    &o),
               VG_TOOL_UNSAFE_TARGET);
     vg_tool_outcome_release(&o);
     ASSERT_EQ(gate(&t, agent, "d-5", "upsert_day_plan_blocks",
-                   json_pack("{s:s, s:s, s:[], s:[]}", "category_id", "work", "day",
-                             "2026-12-01", "blocks", "delete_block_ids"),
+                   json_pack("{s:s, s:s, s:[], s:[]}", "category_id", "work", "day", "2026-12-01",
+                             "blocks", "delete_block_ids"),
                    &o),
               VG_TOOL_INVALID_ARGUMENTS);
     vg_tool_outcome_release(&o);
-    ASSERT_EQ(gate(&t, agent, "d-6", "upsert_day_plan_blocks",
-                   json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "category_id", "work", "day",
-                             "2026-12-01", "blocks", "start", "13:00", "end", "13:30", "label",
-                             "Review"),
-                   &o),
-              VG_TOOL_OK);
+    ASSERT_EQ(
+        gate(&t, agent, "d-6", "upsert_day_plan_blocks",
+             json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "category_id", "work", "day",
+                       "2026-12-01", "blocks", "start", "13:00", "end", "13:30", "label", "Review"),
+             &o),
+        VG_TOOL_OK);
     plan_text(o.result, text, sizeof text);
     ASSERT_STREQ(text, "10:00-12:00 Deep work;13:00-13:30 Review;");
     vg_tool_outcome_release(&o);
@@ -448,6 +451,69 @@ TEST(a_mutating_tool_writes_only_to_an_explicit_task_id)
     test_rt_close(&t);
 }
 
+/* The domain's registered tools an agent may call, as "name name ..." sorted by the listing. */
+static void callable(struct test_rt *t, const char *agent, char *out, size_t n)
+{
+    char *text = NULL;
+    size_t i, used = 0;
+    json_t *tool;
+    ASSERT_OK(vigil_tool_list_for_agent(t->rt, agent, &text, E));
+    json_t *all = json_loads(text, 0, NULL);
+    vigil_free(text);
+    out[0] = '\0';
+    json_array_foreach (all, i, tool)
+        if (!strcmp(field(tool, "source"), "registered"))
+            used += (size_t)snprintf(out + used, n - used, "%s ", field(tool, "name"));
+    json_decref(all);
+}
+
+/* The seed's capability profile: each tool of the domain needs one of the nine capabilities,
+ * and an agent offered every tool (tools: ["*"]) may call only those its capabilities allow;
+ * another is refused not_allowed, naming the capability. proves: S0-055 */
+TEST(each_capability_opens_its_own_tools_of_the_domain)
+{
+    static const struct {
+        const char *cap, *tools;
+    } profile[] = {
+        {"categoryRead", "list_tasks_in_scope resolve_task_reference "},
+        {"taskRead", "get_task "},
+        {"taskWrite", "conclude_task_with_rollover create_follow_up_task set_task_title "
+                      "update_task_due_date update_task_estimate update_task_priority "},
+        {"checklistWrite",
+         "add_multiple_checklist_items move_checklist_items update_checklist_items "},
+        {"timeWrite", "create_retrospective_time_entry "},
+        {"dayPlanRead", "get_day_plan "},
+        {"dayPlanWrite", "upsert_day_plan_blocks "},
+        {"ratingRead", "get_ratings_summary "},
+        {"ratingWrite", "rate_task "},
+    };
+    struct test_rt t;
+    char agent[37], cfg[200], seen[1024], id[64];
+    struct vg_tool_outcome o = {0};
+    struct vg_todo *todo = setup(&t, "todo_c_caps", agent);
+    add_task(todo, "Write the report", id);
+    for (size_t i = 0; i < VG_ARRAY_LEN(profile); i++) {
+        char one[37];
+        snprintf(cfg, sizeof cfg,
+                 "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"],\"capabilities\":[\"%s\"]}",
+                 profile[i].cap);
+        make_agent(&t, cfg, one);
+        callable(&t, one, seen, sizeof seen);
+        ASSERT_STREQ(seen, profile[i].tools);
+    }
+    /* None: no tool of the domain; reading a task refused, recorded, naming what is missing. */
+    char none[37];
+    make_agent(&t, "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}", none);
+    callable(&t, none, seen, sizeof seen);
+    ASSERT_STREQ(seen, "");
+    ASSERT_EQ(gate(&t, none, "c-1", "get_task", json_pack("{s:s}", "task_id", id), &o),
+              VG_TOOL_NOT_ALLOWED);
+    ASSERT(strstr(o.error_message, "taskRead"));
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_follow_up_carries_the_open_items_and_closes_its_source_when_asked);
@@ -455,5 +521,6 @@ int main(void)
     RUN(moved_checklist_items_keep_their_done_mark_when_asked);
     RUN(a_day_plan_deletes_and_upserts_blocks_in_one_atomic_call);
     RUN(a_mutating_tool_writes_only_to_an_explicit_task_id);
+    RUN(each_capability_opens_its_own_tools_of_the_domain);
     return 0;
 }

@@ -125,7 +125,9 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     /* Create the task agent as `vigil todo agent` does: its task alone, subscribed to it. */
     char config[600];
     snprintf(config, sizeof config,
-             "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work/%s\"]}", task);
+             "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work/%s\"],\"capabilities\":"
+             "[\"taskRead\",\"taskWrite\",\"checklistWrite\"]}",
+             task);
     vigil_agent_spec spec = {.name = "report-task", .config_json = config};
     ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
     snprintf(sub_spec, sizeof sub_spec, "{\"tokens\":[\"%s\"]}", task);
