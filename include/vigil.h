@@ -482,6 +482,21 @@ typedef void (*vigil_notify_cb)(void *user, const char *const *tokens, size_t n_
 /* Install (or with NULL remove) the in-process notification hook. */
 VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user);
 
+/*
+ * A host's context for an agent's wake: called before a wake that is not a person's turn (a
+ * subscription's, a timer's, a manual or a recovery wake) runs, on the thread that runs it,
+ * with the agent and the tokens that woke it (borrowed for the call). What the host writes to
+ * *out_text (malloc'd; vigil frees it with free(); NULL: nothing) is added to the agent's wake
+ * input after the changed tokens: the current state of what the agent looks after, read when
+ * the wake runs, so the model starts from it instead of a tool call. A nonzero return leaves it
+ * out and the wake runs without it. The task domain gives a task agent its task this way
+ * (docs/todo.md).
+ */
+typedef int (*vigil_wake_context_fn)(void *user, vigil_runtime *rt, const char *agent_id,
+                                     const char *const *tokens, size_t n_tokens, char **out_text);
+/* Install (or with NULL remove) the host's wake context. */
+VIGIL_API void vigil_set_wake_context(vigil_runtime *rt, vigil_wake_context_fn fn, void *user);
+
 /* The semantic keys vigil itself emits. */
 #define VIGIL_TOKEN_AGENT_CHANGED "AGENT_CHANGED"
 #define VIGIL_TOKEN_AGENT_STATE_CHANGED "AGENT_STATE_CHANGED"

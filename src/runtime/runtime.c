@@ -232,6 +232,12 @@ void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user)
     rt->hook_user = user;
 }
 
+void vigil_set_wake_context(vigil_runtime *rt, vigil_wake_context_fn fn, void *user)
+{
+    rt->wake_context = fn;
+    rt->wake_context_user = user;
+}
+
 struct vg_env *vg_runtime_env(vigil_runtime *rt)
 {
     return &rt->env;

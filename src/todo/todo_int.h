@@ -77,6 +77,9 @@ vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_
                              vigil_error *err);
 vigil_code todo_op_get_ratings_summary(struct vg_todo *t, const json_t *args, struct todo_change *c,
                                        vigil_error *err);
+/* Install the domain's wake context on rt (context.c): an agent relying on a task wakes with
+ * it. */
+void vg_todo_set_wake_context(vigil_runtime *rt, struct vg_todo *t);
 /* The operations (ops.c), ended by a NULL name. */
 extern const struct todo_op todo_ops[];
 const struct todo_op *todo_op_find(const char *name);
