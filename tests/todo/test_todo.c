@@ -229,8 +229,9 @@ static int64_t file_int(const char *path, const char *sql)
  * its own schema number: the task database holds no agent record and the agent store no host
  * table; what the agent keeps of a task is the task's id (no key across the two); the agent's
  * report, state, runtime state and messages change nothing of the host's data, which only a
- * tool's effect changes; and the agent's records are removed without touching a task.
- * proves: S0-005 S0-006 S3-027 */
+ * tool's effect changes (a task agent's set_task_title and update_task_due_date, through the
+ * domain's handlers); and the agent's records are removed without touching a task.
+ * proves: S0-005 S0-006 S3-027 S3-004 */
 TEST(the_agent_and_host_domains_keep_to_their_own_stores)
 {
     struct test_rt t;
@@ -241,7 +242,7 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     struct vg_todo *todo = open_todo(&t);
     seed(todo, work, home);
     ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
-    make_agent(&t, CFG_WORK, agent);
+    ASSERT_OK(vg_todo_agent_create(t.rt, todo, work, agent, E)); /* a task agent */
     char *host_before = file_rows(tasks_db, TABLES_SQL);
 
     /* The agent's own writes: a report, its state, its runtime state, messages. */
@@ -266,6 +267,9 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"due_date\":\"2026-12-24\"}", work);
     ASSERT_EQ(gate(&t, agent, "wake-1", "update_task_due_date", args, &o), VG_TOOL_OK);
     vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Write the Q4 report\"}", work);
+    ASSERT_EQ(gate(&t, agent, "wake-1", "set_task_title", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
     host_after = file_rows(tasks_db, TABLES_SQL);
     ASSERT(strcmp(host_after, host_before) != 0);
     vg_free(host_after);
@@ -288,8 +292,8 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     struct vg_query q = {.kind = "operation", .owner = agent};
     struct named_task nt = {.task = work};
     ASSERT_OK(vg_store_scan(t.env->store, &q, op_names_task, &nt, E));
-    ASSERT_EQ(nt.ops, 1);
-    ASSERT_EQ(nt.named, 1);
+    ASSERT_EQ(nt.ops, 2);
+    ASSERT_EQ(nt.named, 2);
 
     /* The agent's records go, every task stays as it was. */
     host_before = file_rows(tasks_db, TABLES_SQL);

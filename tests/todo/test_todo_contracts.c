@@ -469,7 +469,8 @@ static void callable(struct test_rt *t, const char *agent, char *out, size_t n)
 
 /* The seed's capability profile: each tool of the domain needs one of the nine capabilities,
  * and an agent offered every tool (tools: ["*"]) may call only those its capabilities allow;
- * another is refused not_allowed, naming the capability. proves: S0-055 */
+ * another is refused not_allowed, naming the capability. The listing is every tool the domain
+ * registers: the thirteen of S0-063 among them. proves: S0-055 S0-063 */
 TEST(each_capability_opens_its_own_tools_of_the_domain)
 {
     static const struct {
