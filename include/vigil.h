@@ -260,6 +260,17 @@ VIGIL_API vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/*
+ * Set slots of an agent's durable state (goals, preferences, open loops, the active task, or
+ * a host's own): slots_json is a JSON object of slot name to any JSON value;
+ * each slot named is replaced, with an update stamp of its own (vigil_agent_show's
+ * state.slots.NAME = {value, updated_at}), the others are left as they are. A host gives an
+ * agent the entity it works on this way (the task domain's task agent: active_task).
+ * Errors: ENOTFOUND, EINVAL (not an object, or an empty one), ESTORE and friends.
+ */
+VIGIL_API vigil_code vigil_agent_slots_set(vigil_runtime *rt, const char *agent_id,
+                                           const char *slots_json, vigil_error *err);
+
 /* ---- source references (docs/storage.md, "Source references") ----------------------------- */
 
 /*
@@ -493,6 +504,21 @@ typedef void (*vigil_notify_cb)(void *user, const char *const *tokens, size_t n_
 
 /* Install (or with NULL remove) the in-process notification hook. */
 VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user);
+
+/*
+ * A host's context for an agent's wake: called before a wake that is not a person's turn (a
+ * subscription's, a timer's, a manual or a recovery wake) runs, on the thread that runs it,
+ * with the agent and the tokens that woke it (borrowed for the call). What the host writes to
+ * *out_text (malloc'd; vigil frees it with free(); NULL: nothing) is added to the agent's wake
+ * input after the changed tokens: the current state of what the agent looks after, read when
+ * the wake runs, so the model starts from it instead of a tool call. A nonzero return leaves it
+ * out and the wake runs without it. The task domain gives a task agent its task this way
+ * (docs/todo.md).
+ */
+typedef int (*vigil_wake_context_fn)(void *user, vigil_runtime *rt, const char *agent_id,
+                                     const char *const *tokens, size_t n_tokens, char **out_text);
+/* Install (or with NULL remove) the host's wake context. */
+VIGIL_API void vigil_set_wake_context(vigil_runtime *rt, vigil_wake_context_fn fn, void *user);
 
 /* The semantic keys vigil itself emits. */
 #define VIGIL_TOKEN_AGENT_CHANGED "AGENT_CHANGED"

@@ -232,6 +232,12 @@ void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user)
     rt->hook_user = user;
 }
 
+void vigil_set_wake_context(vigil_runtime *rt, vigil_wake_context_fn fn, void *user)
+{
+    rt->wake_context = fn;
+    rt->wake_context_user = user;
+}
+
 struct vg_env *vg_runtime_env(vigil_runtime *rt)
 {
     return &rt->env;
@@ -358,6 +364,22 @@ vigil_code vigil_agent_pause(vigil_runtime *rt, const char *agent_id, const char
     if (rc)
         return rc;
     return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DORMANT, reason, err);
+}
+
+vigil_code vigil_agent_slots_set(vigil_runtime *rt, const char *agent_id, const char *slots_json,
+                                 vigil_error *err)
+{
+    json_t *slots = slots_json ? json_loads(slots_json, 0, NULL) : NULL, *changes = NULL;
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc && (!json_is_object(slots) || !json_object_size(slots)))
+        rc = VG_FAIL(err, VIGIL_EINVAL, "slots must be a JSON object naming at least one slot");
+    if (!rc && !(changes = json_pack("{s:O}", "slots", slots)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting slots");
+    if (!rc)
+        rc = vg_state_update(&rt->env, agent_id, changes, VG_STATE_ANY_REVISION, NULL, err);
+    json_decref(changes);
+    json_decref(slots);
+    return rc;
 }
 
 vigil_code vigil_agent_resume(vigil_runtime *rt, const char *agent_id, const char *reason,

@@ -18,6 +18,8 @@ struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
+    vigil_wake_context_fn wake_context; /* the host's context for a wake's input, or NULL */
+    void *wake_context_user;
     char *config_path;          /* owned; NULL: the default config location */
     struct vg_clock *own_clock; /* owned: the program's vigil_clock as the clock port, or NULL */
     char *store_uri;            /* owned: the store as opened (a file path or a postgres:// URI) */

@@ -116,12 +116,35 @@ static void put_changed_tokens(struct vg_buf *b, json_t *tokens)
     json_decref(shown);
 }
 
+/* At most this much of a host's context goes into the wake input. */
+#define WAKE_CONTEXT_MAX (64 * 1024)
+
+/* The host's context for the wake (vigil_set_wake_context), after the delta. */
+static void put_host_context(struct vg_buf *b, vigil_runtime *rt, const struct vg_wake_job *job)
+{
+    const char *tokens[256];
+    size_t n = 0;
+    char *text = NULL;
+    if (!rt || !rt->wake_context)
+        return;
+    for (; n < json_array_size(job->tokens) && n < VG_ARRAY_LEN(tokens); n++)
+        tokens[n] = json_string_value(json_array_get(job->tokens, n));
+    /* Bounded as the delta is: a host's context is the gist of a few entities, and what goes
+     * past the bound is cut, saying so. */
+    if (!rt->wake_context(rt->wake_context_user, rt, job->agent_id, tokens, n, &text) && text) {
+        size_t len = strlen(text);
+        vg_buf_printf(b, "\n\n%.*s%s", (int)(len > WAKE_CONTEXT_MAX ? WAKE_CONTEXT_MAX : len), text,
+                      len > WAKE_CONTEXT_MAX ? " [cut]" : "");
+    }
+    free(text);
+}
+
 /* The wake delta the agent reads as its input. */
-static char *wake_delta(const struct vg_wake_job *job)
+static char *wake_delta(vigil_runtime *rt, const struct vg_wake_job *job)
 {
     struct vg_buf b;
     /* Escaping can make the tokens' text up to six times longer: room enough for that. */
-    vg_buf_init(&b, 8 * WAKE_DELTA_TOKENS_MAX);
+    vg_buf_init(&b, 8 * WAKE_DELTA_TOKENS_MAX + WAKE_CONTEXT_MAX + 64);
     vg_buf_printf(&b, "You woke up: reason %s%s%s.", job->reason, *job->reason_id ? " " : "",
                   job->reason_id);
     put_changed_tokens(&b, job->tokens);
@@ -131,6 +154,7 @@ static char *wake_delta(const struct vg_wake_job *job)
         vg_buf_printf(&b, " Timer catch-up after downtime: %s.", c ? c : "yes");
         vg_free(c);
     }
+    put_host_context(&b, rt, job);
     return vg_buf_detach(&b, NULL);
 }
 
@@ -257,7 +281,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     int user = vg_wake_reason_is_turn(job->reason) ||
                (json_is_string(job->seed_input) && job->session_id[0]);
     const char *input = user && json_is_string(job->seed_input) ? json_string_value(job->seed_input)
-                                                                : (delta = wake_delta(job));
+                                                                : (delta = wake_delta(rt, job));
     if (!input) {
         vg_buf_puts(error_text, "out of memory building the wake input");
         return VG_WAKE_FAILED;

@@ -10,7 +10,7 @@
 #include <stdarg.h>
 
 /* The host schema's own version, independent of the agent store's (S3-027). */
-#define TODO_SCHEMA_VERSION 2
+#define TODO_SCHEMA_VERSION 3
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS todo_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -30,7 +30,8 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS items_by_task ON checklist_items(task_id, position);"
     "CREATE TABLE IF NOT EXISTS time_entries(id TEXT PRIMARY KEY,"
     " task_id TEXT NOT NULL REFERENCES tasks(id), started_at TEXT NOT NULL,"
-    " minutes INTEGER NOT NULL, note TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL);"
+    " minutes INTEGER NOT NULL, note TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
+    " ended_at TEXT, source_entry_id TEXT);"
     "CREATE INDEX IF NOT EXISTS time_by_task ON time_entries(task_id);"
     "CREATE TABLE IF NOT EXISTS day_plan_blocks(id TEXT PRIMARY KEY, day TEXT NOT NULL,"
     " category_id TEXT NOT NULL REFERENCES categories(id), start_time TEXT NOT NULL,"
@@ -118,6 +119,65 @@ int64_t todo_now_ms(struct vg_todo *t)
     return vg_clock_now_ms(t->clock);
 }
 
+/* The columns later versions of the schema added, by version. A table the schema made at this
+ * open has them already (CREATE TABLE writes the newest form), so a column is added only where
+ * it is missing. */
+static const struct {
+    int version;
+    const char *table, *column;
+} added_columns[] = {
+    /* 2: a deleted task is kept, marked, so it can come back (todo delete, restore). */
+    {2, "tasks", "deleted_ms INTEGER"},
+    /* 3: a time entry keeps when it ended, as written (its UTC offset too), and the host record
+     * it was logged from (create_retrospective_time_entry's source_entry_id). */
+    {3, "time_entries", "ended_at TEXT"},
+    {3, "time_entries", "source_entry_id TEXT"},
+};
+
+/* Whether table has a column named as the start of decl (up to its space). */
+static int has_column(struct vg_todo *t, const char *table, const char *decl)
+{
+    sqlite3_stmt *st = NULL;
+    vigil_error ignored = {0};
+    int yes = 0;
+    if (todo_prepare(t, "SELECT name FROM pragma_table_info(?)", &st, &ignored, "s", table))
+        return 0;
+    while (!yes && sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        size_t n = strlen(name);
+        yes = !strncmp(decl, name, n) && decl[n] == ' ';
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+/* Bring a database of schema version v up to this vigil's, in one transaction. */
+static vigil_code migrate(struct vg_todo *t, int64_t v, vigil_error *err)
+{
+    char sql[256];
+    vigil_code rc = VIGIL_OK;
+    if (v >= TODO_SCHEMA_VERSION)
+        return VIGIL_OK;
+    if (sqlite3_exec(t->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return todo_db_fail(t, err, "moving the schema on");
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(added_columns); i++) {
+        if (added_columns[i].version <= v ||
+            has_column(t, added_columns[i].table, added_columns[i].column))
+            continue;
+        snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s", added_columns[i].table,
+                 added_columns[i].column);
+        rc = todo_exec(t, sql, err, "");
+    }
+    if (!rc)
+        rc = todo_exec(t, "UPDATE todo_meta SET value = ? WHERE key = 'schema_version'", err, "i",
+                       (int64_t)TODO_SCHEMA_VERSION);
+    if (rc || sqlite3_exec(t->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = rc ? rc : todo_db_fail(t, err, "moving the schema on");
+        sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    return rc;
+}
+
 static vigil_code check_version(struct vg_todo *t, vigil_error *err)
 {
     sqlite3_stmt *st = NULL;
@@ -132,18 +192,7 @@ static vigil_code check_version(struct vg_todo *t, vigil_error *err)
             return VG_FAIL(err, VIGIL_ESTATE,
                            "task database: schema version %lld is newer than this vigil's (%d)",
                            (long long)v, TODO_SCHEMA_VERSION);
-        /* 2: a deleted task is kept, marked, so it can come back (todo delete, restore). */
-        if (v < 2 &&
-            (sqlite3_exec(t->db,
-                          "BEGIN IMMEDIATE; ALTER TABLE tasks ADD COLUMN deleted_ms INTEGER;"
-                          "UPDATE todo_meta SET value = '2' WHERE key = 'schema_version';"
-                          "COMMIT;",
-                          NULL, NULL, NULL) != SQLITE_OK)) {
-            vigil_code rc2 = todo_db_fail(t, err, "moving the schema to version 2");
-            sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
-            return rc2;
-        }
-        return VIGIL_OK;
+        return migrate(t, v, err);
     }
     sqlite3_finalize(st);
     return todo_exec(t, "INSERT INTO todo_meta(key, value) VALUES('schema_version', ?)", err, "i",

@@ -388,10 +388,12 @@ static vigil_code open_items(struct vg_todo *t, const char *task, json_t *out, v
     return rc;
 }
 
-/* Move items (all of from's when item_ids is NULL: its open ones) to the end of to's list. */
+/* Move items (all of from's when item_ids is NULL: its open ones) to the end of to's list;
+ * keep_done 0 unchecks them (move_checklist_items' preserve_done false: done there, to do
+ * here). */
 static vigil_code move_items(struct vg_todo *t, const char *from, const char *to,
-                             const json_t *item_ids, json_t *moved, struct todo_change *c,
-                             vigil_error *err)
+                             const json_t *item_ids, int keep_done, json_t *moved,
+                             struct todo_change *c, vigil_error *err)
 {
     int64_t pos = 0;
     vigil_code rc = next_position(t, to, &pos, err);
@@ -409,35 +411,14 @@ static vigil_code move_items(struct vg_todo *t, const char *from, const char *to
                                "checklist item \"%s\" is not an item of task \"%s\"",
                                json_string_value(id), from);
         if ((rc = todo_exec(t,
-                            "UPDATE checklist_items SET task_id = ?, position = ?, updated_ms = ?"
-                            " WHERE id = ?",
-                            err, "siis", to, pos + (int64_t)i, todo_now_ms(t),
-                            json_string_value(id))) ||
+                            "UPDATE checklist_items SET task_id = ?, position = ?, updated_ms = ?,"
+                            " done = done * ? WHERE id = ?",
+                            err, "siiis", to, pos + (int64_t)i, todo_now_ms(t),
+                            (int64_t)(keep_done != 0), json_string_value(id))) ||
             (rc = todo_changed(c, json_string_value(id), "CHECKLIST", err)))
             return rc;
     }
     return VIGIL_OK;
-}
-
-static vigil_code op_create_follow_up_task(struct vg_todo *t, const json_t *args,
-                                           struct todo_change *c, vigil_error *err)
-{
-    char category[128], id[64];
-    const char *from = str_arg(args, "task_id"), *title = str_arg(args, "title");
-    vigil_code rc = need_task(t, args, "task_id", c, category, err);
-    if (rc || c->code[0] || check_task_fields(args, c))
-        return rc;
-    if (!title || too_long(title))
-        return todo_refuse(c, "invalid_arguments",
-                           "title must be a non-empty string of at most %d characters",
-                           TODO_TEXT_MAX);
-    /* The follow-up takes the category of its task, never one the caller names. */
-    if ((rc = todo_insert_task(t, category, title, args, from, id, err)) ||
-        (rc = todo_changed(c, id, "TASK", err)) || (rc = todo_changed(c, from, NULL, err)))
-        return rc;
-    c->result =
-        json_pack("{s:s, s:s, s:s}", "task_id", id, "follow_up_of", from, "category_id", category);
-    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
 }
 
 /* A title's bytes: TODO_TEXT_MAX characters of at most 4 bytes each. */
@@ -479,6 +460,59 @@ static vigil_code task_title_status(struct vg_todo *t, const char *id, char titl
     return VIGIL_OK;
 }
 
+/* Where a follow-up leaves its source (create_follow_up_task's close_source_as): the source's
+ * open items moved to the follow-up (carry_over_open_items) and the source closed with the
+ * status given. Either needs an open source: a closed task takes no more changes from them. */
+static vigil_code hand_on_source(struct vg_todo *t, const char *from, const char *next,
+                                 const char *close_as, int carry, json_t *moved,
+                                 struct todo_change *c, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    if (carry && (rc = move_items(t, from, next, NULL, 1, moved, c, err)))
+        return rc;
+    if (close_as &&
+        (rc = todo_exec(t, "UPDATE tasks SET status = ? WHERE id = ?", err, "ss", close_as, from)))
+        return rc;
+    return touch_task(t, from, c, err);
+}
+
+static vigil_code op_create_follow_up_task(struct vg_todo *t, const json_t *args,
+                                           struct todo_change *c, vigil_error *err)
+{
+    char category[128], id[64], title_now[TITLE_BYTES], status[16];
+    const char *from = str_arg(args, "task_id"), *title = str_arg(args, "title");
+    const char *close_as = str_arg(args, "close_source_as");
+    int carry = json_is_true(json_object_get(args, "carry_over_open_items"));
+    json_t *moved = NULL;
+    vigil_code rc = need_task(t, args, "task_id", c, category, err);
+    if (rc || c->code[0] || check_task_fields(args, c))
+        return rc;
+    if (!title || too_long(title))
+        return todo_refuse(c, "invalid_arguments",
+                           "title must be a non-empty string of at most %d characters",
+                           TODO_TEXT_MAX);
+    if (close_as && strcmp(close_as, "done") && strcmp(close_as, "cancelled"))
+        return todo_refuse(c, "invalid_arguments", "close_source_as must be done or cancelled");
+    if ((rc = task_title_status(t, from, title_now, status, err)))
+        return rc;
+    if ((carry || close_as) && strcmp(status, "open"))
+        return todo_refuse(c, "unsafe_target", "task \"%s\" is %s: its items stay and it stays %s",
+                           from, status, status);
+    /* The follow-up takes the category of its task, never one the caller names. */
+    if ((rc = todo_insert_task(t, category, title, args, from, id, err)) ||
+        (rc = todo_changed(c, id, "TASK", err)))
+        return rc;
+    if (!(moved = json_array()))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!(rc = hand_on_source(t, from, id, close_as, carry, moved, c, err)) &&
+        !(c->result = json_pack("{s:s, s:s, s:s, s:s, s:O}", "task_id", id, "follow_up_of", from,
+                                "category_id", category, "source_status",
+                                close_as ? close_as : status, "moved_item_ids", moved)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_decref(moved);
+    return rc;
+}
+
 static vigil_code op_conclude_task_with_rollover(struct vg_todo *t, const json_t *args,
                                                  struct todo_change *c, vigil_error *err)
 {
@@ -509,7 +543,7 @@ static vigil_code op_conclude_task_with_rollover(struct vg_todo *t, const json_t
         json_decref(none);
         json_array_clear(moved);
         if (rc || (rc = todo_changed(c, next, "TASK", err)) ||
-            (rc = move_items(t, task, next, NULL, moved, c, err)))
+            (rc = move_items(t, task, next, NULL, 1, moved, c, err)))
             goto out;
     }
     c->result = json_pack("{s:s, s:s, s:s?, s:O}", "task_id", task, "status", "done",
@@ -534,7 +568,8 @@ static vigil_code op_move_checklist_items(struct vg_todo *t, const json_t *args,
         return todo_refuse(c, "invalid_arguments", "item_ids must be a non-empty array");
     if (!(moved = json_array()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
-    if (!(rc = move_items(t, from, to, ids, moved, c, err)) && !c->code[0] &&
+    json_t *keep = json_object_get(args, "preserve_done");
+    if (!(rc = move_items(t, from, to, ids, !json_is_false(keep), moved, c, err)) && !c->code[0] &&
         !(rc = touch_task(t, from, c, err)) && !(rc = touch_task(t, to, c, err)) &&
         !(c->result = json_pack("{s:s, s:s, s:O}", "from_task_id", from, "to_task_id", to,
                                 "moved_item_ids", moved)))
@@ -545,10 +580,16 @@ static vigil_code op_move_checklist_items(struct vg_todo *t, const json_t *args,
 
 #define TARGET(args) "\"scope\":{\"rule\":\"target\",\"arguments\":[" args "]}"
 #define CHANGES(keys) "\"side_effects\":{\"entity_types\":[\"task\"],\"tokens\":[" keys "]}"
-#define WRITE(args, keys)                                                                          \
-    "{\"risk\":\"low\",\"idempotency\":\"idempotent\"," TARGET(args) "," CHANGES(keys) "}"
-#define READ(rule)                                                                                 \
-    "{\"risk\":\"low\",\"mutating\":false,\"idempotency\":\"idempotent\",\"scope\":" rule "}"
+/* Each tool needs one capability of the seed's profile (S0-055), which an agent's manifest
+ * grants (capabilities: [taskRead, ...]): categoryRead, taskRead, taskWrite, checklistWrite,
+ * timeWrite, dayPlanRead, dayPlanWrite, ratingRead, ratingWrite. */
+#define CAP(name) "\"capabilities\":[\"" name "\"],"
+#define WRITE(cap, args, keys)                                                                     \
+    "{" CAP(cap) "\"risk\":\"low\",\"idempotency\":\"idempotent\"," TARGET(args) "," CHANGES(      \
+        keys) "}"
+#define READ(cap, rule)                                                                            \
+    "{" CAP(cap) "\"risk\":\"low\",\"mutating\":false,\"idempotency\":\"idempotent\","             \
+                 "\"scope\":" rule "}"
 #define BY_CATEGORY "{\"rule\":\"argument\",\"arguments\":[\"category_id\"]}"
 #define BY_TASK "{\"rule\":\"target\",\"arguments\":[\"task_id\"]}"
 #define S_TASK "\"task_id\":{\"type\":\"string\",\"minLength\":1}"
@@ -565,22 +606,24 @@ const struct todo_op todo_ops[] = {
     {"set_task_title", op_set_task_title, "Rename a task.",
      SCHEMA(S_TASK ",\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
             "\"task_id\",\"title\""),
-     WRITE("\"task_id\"", "\"TASK\""), 1},
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"update_task_estimate", op_update_task_estimate, "Set a task's estimate, in minutes.",
-     SCHEMA(S_TASK "," S_EST, "\"task_id\",\"estimate_minutes\""), WRITE("\"task_id\"", "\"TASK\""),
-     1},
+     SCHEMA(S_TASK "," S_EST, "\"task_id\",\"estimate_minutes\""),
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"update_task_due_date", op_update_task_due_date,
      "Set a task's due date (YYYY-MM-DD), or clear it with null.",
-     SCHEMA(S_TASK "," S_DUE, "\"task_id\",\"due_date\""), WRITE("\"task_id\"", "\"TASK\""), 1},
+     SCHEMA(S_TASK "," S_DUE, "\"task_id\",\"due_date\""),
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"update_task_priority", op_update_task_priority,
      "Set a task's priority: low, normal, high or urgent.",
-     SCHEMA(S_TASK "," S_PRIO, "\"task_id\",\"priority\""), WRITE("\"task_id\"", "\"TASK\""), 1},
+     SCHEMA(S_TASK "," S_PRIO, "\"task_id\",\"priority\""),
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\""), 1},
     {"add_multiple_checklist_items", op_add_checklist_items,
      "Append items to a task's checklist; answers their ids.",
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":"
                    "{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}}",
             "\"task_id\",\"items\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
+     WRITE("checklistWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"update_checklist_items", op_update_checklist_items,
      "Change the text or the done mark of items of a task's checklist.",
      SCHEMA(S_TASK ",\"items\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":50,\"items\":{"
@@ -588,64 +631,91 @@ const struct todo_op todo_ops[] = {
                    "\"properties\":{\"id\":{\"type\":\"string\"},\"text\":{\"type\":\"string\","
                    "\"minLength\":1,\"maxLength\":500},\"done\":{\"type\":\"boolean\"}}}}",
             "\"task_id\",\"items\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
+     WRITE("checklistWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"create_follow_up_task", op_create_follow_up_task,
-     "Create a follow-up of a task, in the task's category.",
+     "Create a follow-up of a task, in the task's category; carry_over_open_items moves the "
+     "task's open checklist items to it, close_source_as (done or cancelled) closes the task.",
      SCHEMA(S_TASK ",\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}," S_EST
-                   "," S_DUE "," S_PRIO,
+                   "," S_DUE "," S_PRIO ",\"carry_over_open_items\":{\"type\":\"boolean\","
+                   "\"default\":false},\"close_source_as\":{\"type\":\"string\",\"enum\":"
+                   "[\"done\",\"cancelled\"]}",
             "\"task_id\",\"title\""),
-     WRITE("\"task_id\"", "\"TASK\""), 0},
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
     {"conclude_task_with_rollover", op_conclude_task_with_rollover,
      "Mark an open task done; its open checklist items move to a new follow-up task.",
      SCHEMA(S_TASK ",\"follow_up_title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":500}",
             "\"task_id\""),
-     WRITE("\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
+     WRITE("taskWrite", "\"task_id\"", "\"TASK\",\"CHECKLIST\""), 0},
     {"move_checklist_items", op_move_checklist_items,
-     "Move checklist items from one task to another.",
+     "Move checklist items from one task's checklist to another's; they keep their done mark "
+     "unless preserve_done is false (then they arrive unchecked).",
      SCHEMA("\"from_task_id\":{\"type\":\"string\"},\"to_task_id\":{\"type\":\"string\"},"
-            "\"item_ids\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"string\"}}",
+            "\"item_ids\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"string\"}},"
+            "\"preserve_done\":{\"type\":\"boolean\",\"default\":true}",
             "\"from_task_id\",\"to_task_id\",\"item_ids\""),
-     WRITE("\"from_task_id\",\"to_task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
+     WRITE("checklistWrite", "\"from_task_id\",\"to_task_id\"", "\"TASK\",\"CHECKLIST\""), 1},
     {"create_retrospective_time_entry", todo_op_create_retrospective_time_entry,
-     "Log time already spent on a task: when it started (RFC 3339) and for how many minutes.",
-     SCHEMA(S_TASK ",\"started_at\":{\"type\":\"string\"},\"minutes\":{\"type\":\"integer\","
-                   "\"minimum\":1,\"maximum\":1440},\"note\":{\"type\":\"string\"}",
-            "\"task_id\",\"started_at\",\"minutes\""),
-     WRITE("\"task_id\"", "\"TASK\",\"TIME_ENTRY\""), 1},
+     "Log a work session on a task that has ended: when it started and ended (RFC 3339 with a "
+     "UTC offset; or started_at and minutes), a note describing it, and optionally the id of "
+     "the host record it was logged from (source_entry_id, e.g. a voice note).",
+     SCHEMA(S_TASK ",\"started_at\":{\"type\":\"string\"},\"ended_at\":{\"type\":\"string\"},"
+                   "\"minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1440},"
+                   "\"note\":{\"type\":\"string\",\"maxLength\":2000},\"source_entry_id\":"
+                   "{\"type\":\"string\",\"minLength\":1,\"maxLength\":200}",
+            "\"task_id\",\"started_at\""),
+     WRITE("timeWrite", "\"task_id\"", "\"TASK\",\"TIME_ENTRY\""), 1},
     {"resolve_task_reference", todo_op_resolve_task_reference,
      "Find the tasks of a category a text refers to (an id or words of a title), ranked; "
      "\"ambiguous\" when the best candidates tie.",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"reference\":{\"type\":\"string\","
             "\"minLength\":1}",
             "\"category_id\",\"reference\""),
-     READ(BY_CATEGORY), 0},
+     READ("categoryRead", BY_CATEGORY), 0},
     {"list_tasks_in_scope", todo_op_list_tasks_in_scope,
      "List the tasks of a category (open ones unless status says otherwise).",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"status\":{\"type\":\"string\",\"enum\":"
             "[\"open\",\"done\",\"cancelled\",\"all\"],\"default\":\"open\"}",
             "\"category_id\""),
-     READ(BY_CATEGORY), 0},
+     READ("categoryRead", BY_CATEGORY), 0},
     {"get_task", todo_op_get_task,
      "Read a task in full: its fields, checklist items, time entries and follow-ups.",
-     SCHEMA(S_TASK, "\"task_id\""), READ(BY_TASK), 0},
+     SCHEMA(S_TASK, "\"task_id\""), READ("taskRead", BY_TASK), 0},
     {"upsert_day_plan_blocks", todo_op_upsert_day_plan_blocks,
-     "Plan blocks of a day for a category: each {start, end (HH:MM), task_id?, label?} replaces "
-     "the block that starts at the same time; answers the day's blocks.",
+     "Plan a day for a category in one atomic call: delete the blocks named in "
+     "delete_block_ids, then upsert blocks, each {block_id?, start, end (HH:MM), task_id?, "
+     "label?}: with block_id it rewrites that block, without it replaces the block that starts at "
+     "the same time; answers the day's blocks.",
      SCHEMA("\"category_id\":{\"type\":\"string\"},\"day\":{\"type\":\"string\","
             "\"pattern\":\"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\"},\"blocks\":{\"type\":\"array\","
-            "\"minItems\":1,\"maxItems\":48,\"items\":{\"type\":\"object\","
+            "\"maxItems\":48,\"items\":{\"type\":\"object\","
             "\"additionalProperties\":false,\"required\":[\"start\",\"end\"],\"properties\":{"
+            "\"block_id\":{\"type\":\"string\"},"
             "\"start\":{\"type\":\"string\"},\"end\":{\"type\":\"string\"},"
-            "\"task_id\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}}}",
-            "\"category_id\",\"day\",\"blocks\""),
-     "{\"risk\":\"low\",\"idempotency\":\"idempotent\",\"scope\":" BY_CATEGORY
-     ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_PLAN\"]}}",
+            "\"task_id\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}}},"
+            "\"delete_block_ids\":{\"type\":\"array\",\"maxItems\":48,\"items\":"
+            "{\"type\":\"string\"}}",
+            "\"category_id\",\"day\""),
+     "{" CAP(
+         "dayPlanWrite") "\"risk\":\"low\",\"idempotency\":\"idempotent\",\"scope\":" BY_CATEGORY
+                         ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_"
+                         "PLAN\"]}}",
      0},
     {"get_ratings_summary", todo_op_get_ratings_summary,
      "The ratings of a category's tasks: how many, the average, and per rated task its average "
      "and last note, lowest average first.",
-     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""), READ(BY_CATEGORY), 0},
-    {"rate_task", todo_op_rate_task, NULL, NULL, NULL, 0},
+     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""),
+     READ("ratingRead", BY_CATEGORY), 0},
+    {"get_day_plan", todo_op_get_day_plan,
+     "The blocks of a day's plan of a category, by start time.",
+     SCHEMA("\"category_id\":{\"type\":\"string\"},\"day\":{\"type\":\"string\","
+            "\"pattern\":\"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\"}",
+            "\"category_id\",\"day\""),
+     READ("dayPlanRead", BY_CATEGORY), 0},
+    {"rate_task", todo_op_rate_task, "Rate a task: a score of 1 to 5 and an optional note.",
+     SCHEMA(S_TASK ",\"score\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},"
+                   "\"note\":{\"type\":\"string\",\"maxLength\":2000}",
+            "\"task_id\",\"score\""),
+     WRITE("ratingWrite", "\"task_id\"", "\"TASK\",\"RATING\""), 0},
     {"create_category", op_create_category, NULL, NULL, NULL, 0},
     {"create_task", op_create_task, NULL, NULL, NULL, 0},
     {"delete_task", op_delete_task, NULL, NULL, NULL, 0},

@@ -14,12 +14,16 @@
     "\"update_task_priority\",\"add_multiple_checklist_items\",\"update_checklist_items\","        \
     "\"set_report\",\"record_observations\"]"
 
+/* The capabilities those tools need (S0-055): reading and editing its task and checklist. */
+#define TASK_AGENT_CAPABILITIES "[\"taskRead\",\"taskWrite\",\"checklistWrite\"]"
+
 static const char task_agent_prompt[] =
     "You look after one task of a person's to-do list: task %s. You wake when it changes; a "
     "token person.OPERATION among the changes says a person made that change (person.set_task_"
     "title: the title, person.add_multiple_checklist_items: new checklist items, ...), any other "
-    "change came from a tool. Read it with get_task, then improve what clearly needs it with "
-    "your tools (a vague title, a missing estimate, checklist items that are done or missing); "
+    "change came from a tool. Your wake input shows the task as it is now (get_task reads it "
+    "again); improve what clearly needs it with your tools (a vague title, a missing estimate, "
+    "checklist items that are done or missing); "
     "change nothing you are unsure of. Then write a short markdown report with set_report "
     "(scope current): where the task stands, what is left, what you changed and why. Keep "
     "private notes for your next wake with record_observations.";
@@ -79,7 +83,7 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
     char *scopes_text = json_dumps(scopes, JSON_COMPACT);
     json_decref(scopes);
     snprintf(config, sizeof config,
-             "{\"tools\":" TASK_AGENT_TOOLS
+             "{\"tools\":" TASK_AGENT_TOOLS ",\"capabilities\":" TASK_AGENT_CAPABILITIES
              ",\"allowed_scopes\":%s,\"limits\":{\"max_tool_rounds\":5}}",
              scopes_text ? scopes_text : "[]");
     free(scopes_text);
@@ -91,6 +95,15 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
     vigil_code rc = vigil_agent_create(rt, &spec, id, err);
     /* The task is what the agent relies on: a deletion finds its agents from it. */
     if (rc || (rc = vigil_source_ref_add(rt, id, "task", task_id, err)))
+        return rc;
+    /* Its active-task slot is the task (S3-044): what it works on, in its durable state. */
+    json_t *slot = json_pack("{s:s}", "active_task", task_id);
+    char *slot_text = slot ? json_dumps(slot, JSON_COMPACT) : NULL;
+    json_decref(slot);
+    rc = slot_text ? vigil_agent_slots_set(rt, id, slot_text, err)
+                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    free(slot_text);
+    if (rc)
         return rc;
     snprintf(spec_json, sizeof spec_json, "{\"id\":\"watch-%s\",\"tokens\":[\"%s\"]}", task_id,
              task_id);

@@ -35,6 +35,39 @@ static json_t *day_blocks(struct vg_todo *t, const char *day, const char *cat, v
     return out;
 }
 
+/* A block named by its id (it must be of the day's plan of cat) takes b's times, task and
+ * label; a block of the plan that starts at b's new start gives way, as an upsert replaces it. */
+static vigil_code rewrite_block(struct vg_todo *t, const char *day, const char *cat,
+                                const char *block_id, const json_t *b, struct todo_change *c,
+                                vigil_error *err)
+{
+    const char *start = json_string_value(json_object_get(b, "start"));
+    const char *label = json_string_value(json_object_get(b, "label"));
+    sqlite3_stmt *st = NULL;
+    vigil_code rc = todo_prepare(
+        t, "SELECT 1 FROM day_plan_blocks WHERE id = ? AND day = ? AND category_id = ?", &st, err,
+        "sss", block_id, day, cat);
+    if (rc)
+        return rc;
+    int mine = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (!mine)
+        return todo_refuse(c, "unsafe_target", "block \"%s\" is not a block of the %s plan of %s",
+                           block_id, cat, day);
+    if ((rc = todo_exec(t,
+                        "DELETE FROM day_plan_blocks WHERE day = ? AND category_id = ?"
+                        " AND start_time = ? AND id != ?",
+                        err, "ssss", day, cat, start, block_id)) ||
+        (rc = todo_exec(t,
+                        "UPDATE day_plan_blocks SET start_time = ?, end_time = ?, task_id = ?,"
+                        " label = ? WHERE id = ?",
+                        err, "sssss", start, json_string_value(json_object_get(b, "end")),
+                        json_string_value(json_object_get(b, "task_id")), label ? label : "",
+                        block_id)))
+        return rc;
+    return todo_changed(c, block_id, "DAY_PLAN", err);
+}
+
 /* One block: checked (its task must be of the plan's category), then written over the block of
  * the same start, if any. */
 static vigil_code upsert_block(struct vg_todo *t, const char *day, const char *cat, json_t *b,
@@ -44,6 +77,7 @@ static vigil_code upsert_block(struct vg_todo *t, const char *day, const char *c
     const char *end = json_string_value(json_object_get(b, "end"));
     const char *task = json_string_value(json_object_get(b, "task_id"));
     const char *label = json_string_value(json_object_get(b, "label"));
+    const char *block_id = json_string_value(json_object_get(b, "block_id"));
     char task_cat[128], id[64];
     int found = 0;
     vigil_code rc;
@@ -57,6 +91,8 @@ static vigil_code upsert_block(struct vg_todo *t, const char *day, const char *c
             return todo_refuse(c, "unsafe_target",
                                "blocks[%zu]: task \"%s\" is not a task of \"%s\"", i, task, cat);
     }
+    if (block_id)
+        return rewrite_block(t, day, cat, block_id, b, c, err);
     todo_new_id(t, "block", id);
     if ((rc = todo_exec(t,
                         "INSERT INTO day_plan_blocks(id, day, category_id, start_time, end_time,"
@@ -78,20 +114,63 @@ static vigil_code upsert_block(struct vg_todo *t, const char *day, const char *c
     return rc;
 }
 
+/* Delete the blocks named by ids (each must be of the day's plan of cat). */
+static vigil_code delete_blocks(struct vg_todo *t, const char *day, const char *cat,
+                                const json_t *ids, struct todo_change *c, vigil_error *err)
+{
+    size_t i;
+    json_t *id;
+    vigil_code rc;
+    json_array_foreach (ids, i, id) {
+        if ((rc = todo_exec(t,
+                            "DELETE FROM day_plan_blocks WHERE id = ? AND day = ?"
+                            " AND category_id = ?",
+                            err, "sss", json_string_value(id), day, cat)))
+            return rc;
+        if (!sqlite3_changes(t->db))
+            return todo_refuse(c, "unsafe_target",
+                               "delete_block_ids[%zu]: \"%s\" is not a block of the %s plan of %s",
+                               i, json_string_value(id) ? json_string_value(id) : "", cat, day);
+        if ((rc = todo_changed(c, json_string_value(id), "DAY_PLAN", err)))
+            return rc;
+    }
+    return VIGIL_OK;
+}
+
 vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
                                           struct todo_change *c, vigil_error *err)
 {
     const char *cat = json_string_value(json_object_get(args, "category_id"));
     const char *day = json_string_value(json_object_get(args, "day"));
     json_t *blocks = json_object_get(args, "blocks"), *b;
+    json_t *deletes = json_object_get(args, "delete_block_ids");
     size_t i;
     vigil_code rc;
-    if (!cat || !todo_valid_date(day) || !json_array_size(blocks))
+    if (!cat || !todo_valid_date(day) || (!json_array_size(blocks) && !json_array_size(deletes)))
         return todo_refuse(c, "invalid_arguments",
-                           "category_id, day (YYYY-MM-DD) and a non-empty blocks are required");
+                           "category_id, day (YYYY-MM-DD) and blocks or delete_block_ids are "
+                           "required");
+    /* The deletions first, so a block may take the start of one deleted in the same call; a
+     * refusal of either rolls the whole call back. */
+    if ((rc = delete_blocks(t, day, cat, deletes, c, err)) || c->code[0])
+        return rc;
     json_array_foreach (blocks, i, b)
         if ((rc = upsert_block(t, day, cat, b, i, c, err)) || c->code[0])
             return rc;
+    json_t *all = day_blocks(t, day, cat, err);
+    if (!all)
+        return err->code ? err->code : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    c->result = json_pack("{s:s, s:s, s:o}", "category_id", cat, "day", day, "blocks", all);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+vigil_code todo_op_get_day_plan(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                vigil_error *err)
+{
+    const char *cat = json_string_value(json_object_get(args, "category_id"));
+    const char *day = json_string_value(json_object_get(args, "day"));
+    if (!cat || !todo_valid_date(day))
+        return todo_refuse(c, "invalid_arguments", "category_id and day (YYYY-MM-DD) are required");
     json_t *all = day_blocks(t, day, cat, err);
     if (!all)
         return err->code ? err->code : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");

@@ -7,6 +7,8 @@
 #include "os/clock.h"
 
 #include <ctype.h>
+#include <stdlib.h>
+#include <time.h>
 
 /* One task row (id, title, status, priority, estimate, due, follow_up_of) as an object. */
 static json_t *task_row(sqlite3_stmt *st)
@@ -192,7 +194,8 @@ static json_t *rows_of(struct vg_todo *t, const char *sql, const char *task_id,
         json_t *o = json_object();
         for (int i = 0; o && cols[i]; i++)
             json_object_set_new(o, cols[i],
-                                kinds[i] == 'i' ? json_integer(sqlite3_column_int64(st, i))
+                                sqlite3_column_type(st, i) == SQLITE_NULL ? json_null()
+                                : kinds[i] == 'i' ? json_integer(sqlite3_column_int64(st, i))
                                 : kinds[i] == 'b'
                                     ? json_boolean(sqlite3_column_int(st, i))
                                     : json_string((const char *)sqlite3_column_text(st, i)));
@@ -205,7 +208,8 @@ static json_t *rows_of(struct vg_todo *t, const char *sql, const char *task_id,
 static vigil_code read_task(struct vg_todo *t, const char *id, json_t **out, vigil_error *err)
 {
     static const char *const item_cols[] = {"id", "text", "done", NULL};
-    static const char *const time_cols[] = {"id", "started_at", "minutes", "note", NULL};
+    static const char *const time_cols[] = {"id",   "started_at",      "ended_at", "minutes",
+                                            "note", "source_entry_id", NULL};
     static const char *const next_cols[] = {"task_id", "title", "status", NULL};
     sqlite3_stmt *st = NULL;
     vigil_code rc = todo_prepare(t,
@@ -228,9 +232,10 @@ static vigil_code read_task(struct vg_todo *t, const char *id, json_t **out, vig
                                 id, item_cols, "ssb", err));
     json_object_set_new(*out, "time_entries",
                         rows_of(t,
-                                "SELECT id, started_at, minutes, note FROM time_entries"
+                                "SELECT id, started_at, ended_at, minutes, note,"
+                                " source_entry_id FROM time_entries"
                                 " WHERE task_id = ? ORDER BY started_at",
-                                id, time_cols, "ssis", err));
+                                id, time_cols, "sssiss", err));
     json_object_set_new(*out, "follow_ups",
                         rows_of(t,
                                 "SELECT id, title, status FROM tasks WHERE follow_up_of = ?"
@@ -249,14 +254,65 @@ vigil_code todo_op_get_task(struct vg_todo *t, const json_t *args, struct todo_c
     return rc;
 }
 
+/* end_ms written in the UTC offset of started (RFC 3339, "Z" or "+hh:mm"), as a person would
+ * read it beside started: 2026-02-17T16:00:00-05:00 and 60 minutes end 2026-02-17T17:00:00-05:00.
+ */
+static void format_in_offset(char out[40], int64_t end_ms, const char *started)
+{
+    size_t n = strlen(started);
+    const char *zone =
+        n > 6 && (started[n - 6] == '+' || started[n - 6] == '-') ? started + n - 6 : "Z";
+    int off_min = 0;
+    if (*zone != 'Z')
+        off_min = (int)(strtol(zone + 1, NULL, 10) * 60 + strtol(zone + 4, NULL, 10)) *
+                  (*zone == '-' ? -1 : 1);
+    time_t secs = (time_t)(end_ms / 1000) + (time_t)off_min * 60;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d%s", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, zone);
+}
+
+/* A session's span from args: started_at, and ended_at or minutes (both: they must agree), into
+ * *minutes and ended (as written, or made in started_at's offset). 0, or a refusal in c. */
+static int session_span(const json_t *args, json_int_t *minutes, char ended[40],
+                        struct todo_change *c)
+{
+    const char *at = json_string_value(json_object_get(args, "started_at"));
+    const char *end = json_string_value(json_object_get(args, "ended_at"));
+    json_t *given = json_object_get(args, "minutes");
+    int64_t start = 0, stop = 0;
+    if (!at || vg_time_parse_ms(at, &start) || (end && vg_time_parse_ms(end, &stop)))
+        return todo_refuse(c, "invalid_arguments",
+                           "started_at and ended_at are RFC 3339 times with a UTC offset"),
+               1;
+    if (!end && !given)
+        return todo_refuse(c, "invalid_arguments", "a session needs ended_at or minutes"), 1;
+    if (end && (stop <= start || (stop - start) % 60000))
+        return todo_refuse(c, "invalid_arguments",
+                           "ended_at must be whole minutes after started_at"),
+               1;
+    *minutes = end ? (json_int_t)((stop - start) / 60000) : json_integer_value(given);
+    if (end && given && json_integer_value(given) != *minutes)
+        return todo_refuse(c, "invalid_arguments", "minutes and ended_at disagree"), 1;
+    if (*minutes < 1 || *minutes > 1440)
+        return todo_refuse(c, "invalid_arguments", "a session lasts 1 to 1440 minutes"), 1;
+    if (end)
+        snprintf(ended, 40, "%s", end);
+    else
+        format_in_offset(ended, start + (int64_t)*minutes * 60000, at);
+    return 0;
+}
+
 vigil_code todo_op_create_retrospective_time_entry(struct vg_todo *t, const json_t *args,
                                                    struct todo_change *c, vigil_error *err)
 {
     const char *task = json_string_value(json_object_get(args, "task_id"));
     const char *at = json_string_value(json_object_get(args, "started_at"));
     const char *note = json_string_value(json_object_get(args, "note"));
-    json_int_t minutes = json_integer_value(json_object_get(args, "minutes"));
-    char category[128], id[64];
+    const char *source = json_string_value(json_object_get(args, "source_entry_id"));
+    json_int_t minutes = 0;
+    char category[128], id[64], ended[40];
     int found = 0;
     int64_t start = 0;
     vigil_code rc = todo_task_category(t, task ? task : "", category, sizeof category, &found, err);
@@ -264,21 +320,22 @@ vigil_code todo_op_create_retrospective_time_entry(struct vg_todo *t, const json
         return rc;
     if (!found)
         return todo_refuse_missing(c, "no task \"%s\"", task ? task : "");
-    if (!at || vg_time_parse_ms(at, &start) || minutes < 1 || minutes > 1440)
-        return todo_refuse(c, "invalid_arguments",
-                           "started_at must be RFC 3339 and minutes 1 to 1440");
+    if (session_span(args, &minutes, ended, c))
+        return VIGIL_OK;
+    vg_time_parse_ms(at, &start);
     /* Retrospective: the session has ended by now; a future one is a plan, not a log. */
     if (start + (int64_t)minutes * 60000 > todo_now_ms(t))
         return todo_refuse(c, "invalid_arguments", "the session ends after now: log it once done");
     todo_new_id(t, "time", id);
     if ((rc = todo_exec(t,
-                        "INSERT INTO time_entries(id, task_id, started_at, minutes, note,"
-                        " created_ms) VALUES(?, ?, ?, ?, ?, ?)",
-                        err, "sssisi", id, task, at, (int64_t)minutes, note ? note : "",
-                        todo_now_ms(t))) ||
+                        "INSERT INTO time_entries(id, task_id, started_at, ended_at, minutes,"
+                        " note, source_entry_id, created_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                        err, "ssssissi", id, task, at, ended, (int64_t)minutes, note ? note : "",
+                        source && *source ? source : NULL, todo_now_ms(t))) ||
         (rc = todo_changed(c, id, "TIME_ENTRY", err)) || (rc = todo_changed(c, task, "TASK", err)))
         return rc;
-    c->result = json_pack("{s:s, s:s, s:I}", "time_entry_id", id, "task_id", task, "minutes",
-                          (json_int_t)minutes);
+    c->result = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s?}", "time_entry_id", id, "task_id", task,
+                          "started_at", at, "ended_at", ended, "minutes", (json_int_t)minutes,
+                          "source_entry_id", source && *source ? source : NULL);
     return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
 }

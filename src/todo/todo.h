@@ -53,8 +53,8 @@ vigil_code vg_todo_applied(struct vg_todo *t, const char *operation_id, int *fou
  * domain's tools. */
 int vg_todo_scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n);
 
-/* Register the domain's tools on rt (and its scope resolver, which takes the runtime's one
- * slot). t is borrowed and must outlive rt's use of the tools. */
+/* Register the domain's tools on rt (and its scope resolver and wake context, which take the
+ * runtime's one slot of each). t is borrowed and must outlive rt's use of the tools. */
 vigil_code vg_todo_register_tools(vigil_runtime *rt, struct vg_todo *t, vigil_error *err);
 
 /* Raise a reply's tokens (its changed ids and keys) on rt: a person's edit wakes the agents

@@ -71,10 +71,15 @@ vigil_code todo_op_create_retrospective_time_entry(struct vg_todo *t, const json
 /* Day plans and ratings (plan.c). */
 vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
                                           struct todo_change *c, vigil_error *err);
+vigil_code todo_op_get_day_plan(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                vigil_error *err);
 vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
                              vigil_error *err);
 vigil_code todo_op_get_ratings_summary(struct vg_todo *t, const json_t *args, struct todo_change *c,
                                        vigil_error *err);
+/* Install the domain's wake context on rt (context.c): an agent relying on a task wakes with
+ * it. */
+void vg_todo_set_wake_context(vigil_runtime *rt, struct vg_todo *t);
 /* The operations (ops.c), ended by a NULL name. */
 extern const struct todo_op todo_ops[];
 const struct todo_op *todo_op_find(const char *name);

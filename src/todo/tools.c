@@ -65,6 +65,8 @@ vigil_code vg_todo_register_tools(vigil_runtime *rt, struct vg_todo *t, vigil_er
     }
     /* The gate asks the domain, never the model, which category a target task is in. */
     vigil_tool_set_scope_resolver(rt, scope_of, t);
+    /* A task's agent wakes with its task as it is (context.c). */
+    vg_todo_set_wake_context(rt, t);
     return VIGIL_OK;
 }
 

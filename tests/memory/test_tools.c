@@ -24,7 +24,8 @@ static void call(struct vg_tool_executor *x, const char *agent, const char *tool
     json_decref(args);
 }
 
-/* proves: S4-068, S3-046 */
+/* proves: S4-068, S3-046, S4-059 (memory_read(query), memory_write(label, content, tier?),
+ * memory_list(tier?); execute_code: tests/sandbox/test_execute_code.c) */
 TEST(memory_tools_run_through_the_executor)
 {
     struct test_rt t;

@@ -32,6 +32,7 @@ static void run(const char *agent, const char *run_key, const char *code, struct
     json_decref(args);
 }
 
+/* proves: S4-059 (execute_code(code); the memory built-ins: tests/memory/test_tools.c) */
 TEST(program_reads_tools_and_saves_answer)
 {
     char a[37];

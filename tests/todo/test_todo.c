@@ -13,7 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CFG_WORK "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}"
+/* The nine capabilities of the domain's tools: an agent given them all may call every one. */
+#define ALL_CAPABILITIES                                                                           \
+    "[\"categoryRead\",\"taskRead\",\"taskWrite\",\"checklistWrite\",\"timeWrite\","               \
+    "\"dayPlanRead\",\"dayPlanWrite\",\"ratingRead\",\"ratingWrite\"]"
+#define CFG_WORK                                                                                   \
+    "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"],\"capabilities\":" ALL_CAPABILITIES "}"
 
 static struct {
     char tokens[64][128];
@@ -224,8 +229,9 @@ static int64_t file_int(const char *path, const char *sql)
  * its own schema number: the task database holds no agent record and the agent store no host
  * table; what the agent keeps of a task is the task's id (no key across the two); the agent's
  * report, state, runtime state and messages change nothing of the host's data, which only a
- * tool's effect changes; and the agent's records are removed without touching a task.
- * proves: S0-005 S0-006 S3-027 */
+ * tool's effect changes (a task agent's set_task_title and update_task_due_date, through the
+ * domain's handlers); and the agent's records are removed without touching a task.
+ * proves: S0-005 S0-006 S3-027 S3-004 */
 TEST(the_agent_and_host_domains_keep_to_their_own_stores)
 {
     struct test_rt t;
@@ -236,7 +242,7 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     struct vg_todo *todo = open_todo(&t);
     seed(todo, work, home);
     ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
-    make_agent(&t, CFG_WORK, agent);
+    ASSERT_OK(vg_todo_agent_create(t.rt, todo, work, agent, E)); /* a task agent */
     char *host_before = file_rows(tasks_db, TABLES_SQL);
 
     /* The agent's own writes: a report, its state, its runtime state, messages. */
@@ -261,6 +267,9 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"due_date\":\"2026-12-24\"}", work);
     ASSERT_EQ(gate(&t, agent, "wake-1", "update_task_due_date", args, &o), VG_TOOL_OK);
     vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Write the Q4 report\"}", work);
+    ASSERT_EQ(gate(&t, agent, "wake-1", "set_task_title", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
     host_after = file_rows(tasks_db, TABLES_SQL);
     ASSERT(strcmp(host_after, host_before) != 0);
     vg_free(host_after);
@@ -269,7 +278,7 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     /* Each file holds its own domain's tables, each with its own schema number. */
     ASSERT_EQ(file_int(tasks_db, "SELECT count(*) FROM sqlite_master WHERE name = 'records'"), 0);
     ASSERT_EQ(file_int(tasks_db, "PRAGMA user_version"), 0);
-    ASSERT_EQ(file_int(tasks_db, "SELECT value FROM todo_meta WHERE key = 'schema_version'"), 2);
+    ASSERT_EQ(file_int(tasks_db, "SELECT value FROM todo_meta WHERE key = 'schema_version'"), 3);
     ASSERT_EQ(file_int(t.path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                " ('tasks', 'categories', 'checklist_items', 'todo_meta')"),
               0);
@@ -283,8 +292,8 @@ TEST(the_agent_and_host_domains_keep_to_their_own_stores)
     struct vg_query q = {.kind = "operation", .owner = agent};
     struct named_task nt = {.task = work};
     ASSERT_OK(vg_store_scan(t.env->store, &q, op_names_task, &nt, E));
-    ASSERT_EQ(nt.ops, 1);
-    ASSERT_EQ(nt.named, 1);
+    ASSERT_EQ(nt.ops, 2);
+    ASSERT_EQ(nt.named, 2);
 
     /* The agent's records go, every task stays as it was. */
     host_before = file_rows(tasks_db, TABLES_SQL);
@@ -387,7 +396,7 @@ TEST(an_agent_granted_one_category_cannot_touch_another)
 TEST(a_task_agent_reaches_its_task_and_nothing_else_of_its_category)
 {
     struct test_rt t;
-    char work[64], home[64], other[64], agent[37], cfg[300], args[400], scope[256];
+    char work[64], home[64], other[64], agent[37], cfg[600], args[400], scope[256];
     struct vg_tool_outcome o = {0};
     test_rt_open(&t, "todo_task_scope");
     struct vg_todo *todo = open_todo(&t);
@@ -398,7 +407,10 @@ TEST(a_task_agent_reaches_its_task_and_nothing_else_of_its_category)
     ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
     ASSERT(vg_todo_scope_of(todo, work, scope, sizeof scope));
     ASSERT(!strncmp(scope, "work/", 5) && !strcmp(scope + 5, work));
-    snprintf(cfg, sizeof cfg, "{\"tools\":[\"*\"],\"allowed_scopes\":[\"%s\"]}", scope);
+    snprintf(cfg, sizeof cfg,
+             "{\"tools\":[\"*\"],\"allowed_scopes\":[\"%s\"],\"capabilities\":" ALL_CAPABILITIES
+             "}",
+             scope);
     make_agent(&t, cfg, agent);
     snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", work);
     ASSERT_EQ(gate(&t, agent, "w-1", "get_task", args, &o), VG_TOOL_OK);
@@ -715,6 +727,64 @@ TEST(a_person_concluding_a_task_retires_its_agent_and_hands_the_follow_up_on)
     test_rt_close(&t);
 }
 
+/* What `vigil todo agent` makes for a task: kind task_agent, autonomous, allowed its task's
+ * scope (CATEGORY/TASK: the task's category, narrowed to the task), its active-task slot the
+ * task, and the seed's tools: the six editing tools and record_observations (with get_task to
+ * read its task and set_report for its report), at most 5 tool rounds a wake.
+ * proves: S3-044 S3-045 */
+TEST(a_task_agent_is_made_for_its_task)
+{
+    static const char *const seed_tools[] = {
+        "set_task_title",       "update_task_estimate",         "update_task_due_date",
+        "update_task_priority", "add_multiple_checklist_items", "update_checklist_items",
+        "record_observations"};
+    struct test_rt t;
+    char work[64], home[64], agent[37], scope[200], *text = NULL;
+    test_rt_open(&t, "todo_agent_made");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(t.rt, todo, work, agent, E));
+    ASSERT_OK(vigil_agent_show(t.rt, agent, &text, E));
+    json_t *v = json_loads(text, 0, NULL), *a = json_object_get(v, "agent");
+    vigil_free(text);
+    json_t *config = json_object_get(a, "config");
+    ASSERT_STREQ(field(a, "kind"), "task_agent");
+    ASSERT_STREQ(field(a, "mode"), "autonomous");
+    json_t *scopes = json_object_get(config, "allowed_scopes");
+    snprintf(scope, sizeof scope, "work/%s", work);
+    ASSERT_EQ(json_array_size(scopes), 1);
+    ASSERT_STREQ(json_string_value(json_array_get(scopes, 0)), scope);
+    json_t *slot =
+        json_object_get(json_object_get(json_object_get(v, "state"), "slots"), "active_task");
+    ASSERT_STREQ(field(slot, "value"), work);
+    ASSERT(field(slot, "updated_at"));
+    json_t *tools = json_object_get(config, "tools");
+    ASSERT_EQ(json_array_size(tools), VG_ARRAY_LEN(seed_tools) + 2);
+    for (size_t i = 0; i < VG_ARRAY_LEN(seed_tools); i++) {
+        size_t k;
+        json_t *one;
+        int has = 0;
+        json_array_foreach (tools, k, one)
+            has |= !strcmp(json_string_value(one), seed_tools[i]);
+        ASSERT(has);
+    }
+    ASSERT_EQ(
+        json_integer_value(json_object_get(json_object_get(config, "limits"), "max_tool_rounds")),
+        5);
+    json_decref(v);
+    /* And it may call them: each is among the tools the gate lets it call. */
+    ASSERT_OK(vigil_tool_list_for_agent(t.rt, agent, &text, E));
+    for (size_t i = 0; i < VG_ARRAY_LEN(seed_tools); i++) {
+        char quoted[80];
+        snprintf(quoted, sizeof quoted, "\"name\":\"%s\"", seed_tools[i]);
+        ASSERT(strstr(text, quoted));
+    }
+    vigil_free(text);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
 /* A reply's error code, or NULL when it applied. */
 static const char *refusal(struct vg_todo *todo, const char *op, json_t *args)
 {
@@ -946,6 +1016,7 @@ int main(void)
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
     RUN(a_person_concluding_a_task_retires_its_agent_and_hands_the_follow_up_on);
+    RUN(a_task_agent_is_made_for_its_task);
     RUN(titles_and_checklist_items_are_at_most_500_characters);
     RUN(a_follow_up_of_a_long_title_keeps_whole_characters);
     RUN(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged);

@@ -125,7 +125,9 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     /* Create the task agent as `vigil todo agent` does: its task alone, subscribed to it. */
     char config[600];
     snprintf(config, sizeof config,
-             "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work/%s\"]}", task);
+             "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work/%s\"],\"capabilities\":"
+             "[\"taskRead\",\"taskWrite\",\"checklistWrite\"]}",
+             task);
     vigil_agent_spec spec = {.name = "report-task", .config_json = config};
     ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
     snprintf(sub_spec, sizeof sub_spec, "{\"tokens\":[\"%s\"]}", task);
@@ -177,8 +179,151 @@ TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
     vg_todo_close(todo);
 }
 
+/* The wake inputs of an agent's runs, oldest first, read through the run history API (the
+ * first message of each run, in full), into out[]; how many. */
+static int wake_inputs(vigil_runtime *rt, const char *agent, char out[][8192], int max)
+{
+    char *text = NULL;
+    size_t i;
+    json_t *run;
+    int n = 0;
+    ASSERT_OK(vigil_runs_list(rt, agent, NULL, NULL, 100, &text, E));
+    json_t *runs = json_loads(text, 0, NULL);
+    vigil_free(text);
+    size_t total = json_array_size(json_object_get(runs, "items"));
+    for (i = total; i-- > 0 && n < max;) { /* newest first: walk back */
+        run = json_array_get(json_object_get(runs, "items"), i);
+        const char *run_id = json_string_value(json_object_get(run, "run_id"));
+        ASSERT_OK(vigil_run_messages(rt, run_id, NULL, 1, &text, E));
+        json_t *msgs = json_loads(text, 0, NULL);
+        vigil_free(text);
+        const char *rec = json_string_value(
+            json_object_get(json_array_get(json_object_get(msgs, "items"), 0), "record_id"));
+        ASSERT(rec);
+        ASSERT_OK(vigil_run_message(rt, rec, &text, E));
+        json_decref(msgs);
+        json_t *m = json_loads(text, 0, NULL);
+        vigil_free(text);
+        const char *content = json_string_value(json_object_get(m, "content"));
+        snprintf(out[n++], 8192, "%s", content ? content : "");
+        json_decref(m);
+    }
+    json_decref(runs);
+    return n;
+}
+
+/* The model's turns of the next story: the first agent's first wake writes its report; the
+ * follow-up's agent and the first agent's second wake only answer. */
+static void write_context_cassette(const char *path)
+{
+    json_t *c = json_pack("{s:i, s:[{s:{s:[{s:s, s:s, s:{s:s, s:s}}]}}, {s:{s:s}}, {s:{s:s}},"
+                          " {s:{s:s}}]}",
+                          "vigil_cassette", 1, "exchanges", "response", "tool_calls", "id", "c1",
+                          "name", "set_report", "arguments", "scope", "current", "markdown",
+                          "Launch plan drafted, venue open", "response", "text", "reported",
+                          "response", "text", "looked", "response", "text", "updated");
+    ASSERT(c);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    free(text);
+}
+
+/* A task agent wakes with its task as it is now, in full, and the entities of it that changed
+ * highlighted; its first wake asks for a first report and observations, a later one for an
+ * update; and a follow-up's agent sees the task it follows up with that task's latest report.
+ * proves: S3-005 S3-039 S3-052 */
+TEST(a_task_agent_wakes_with_its_task_and_what_changed)
+{
+    const char *dir = vg_test_tmpdir("todo_context");
+    char path[4200], cassette[4200], task[64], next[64], agent[37], next_agent[37], args[300];
+    static char inputs[4][8192];
+    struct vg_todo *todo = NULL;
+    int ran = 0;
+    snprintf(path, sizeof path, "%s/tasks.db", dir);
+    ASSERT_OK(vg_todo_open(path, 1, NULL, NULL, &todo, E));
+    json_decref(apply(todo, "create_category", "{\"id\":\"work\"}"));
+    json_t *r =
+        apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"Plan the launch\"}");
+    snprintf(task, sizeof task, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    snprintf(cassette, sizeof cassette, "%s/model.json", dir);
+    write_context_cassette(cassette);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    snprintf(path, sizeof path, "%s/app.db", dir);
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
+    ro.store_uri = path;
+    ro.create_if_missing = 1;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    ASSERT_OK(vg_todo_register_tools(rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(rt, todo, task, agent, E));
+
+    /* First wake: a person adds items. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"book the venue\"]}", task);
+    r = apply(todo, "add_multiple_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    char item[64];
+    snprintf(item, sizeof item, "%s",
+             json_string_value(
+                 json_array_get(json_object_get(json_object_get(r, "result"), "item_ids"), 0)));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(wake_inputs(rt, agent, inputs, 4), 1);
+    ASSERT_CONTAINS(inputs[0], "Your task as it is now");
+    ASSERT_CONTAINS(inputs[0], "Plan the launch");
+    ASSERT_CONTAINS(inputs[0], "book the venue"); /* its checklist, in full */
+    ASSERT_CONTAINS(inputs[0], "time_entries");
+    ASSERT_CONTAINS(inputs[0], "Changed in your task since your last wake");
+    ASSERT_CONTAINS(inputs[0], item);
+    ASSERT_CONTAINS(inputs[0], "This is your first wake");
+
+    /* A follow-up of the task, with an agent of its own: it sees the task it follows up, with
+     * that task's latest report. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Run the launch\"}", task);
+    r = apply(todo, "create_follow_up_task", args);
+    snprintf(next, sizeof next, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    ASSERT_OK(vg_todo_agent_create(rt, todo, next, next_agent, E));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"priority\":\"high\"}", next);
+    r = apply(todo, "update_task_priority", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(wake_inputs(rt, next_agent, inputs, 4), 1);
+    ASSERT_CONTAINS(inputs[0], "Run the launch");
+    ASSERT_CONTAINS(inputs[0], "this task follows it up");
+    ASSERT_CONTAINS(inputs[0], "Launch plan drafted, venue open");
+
+    /* The first agent's next wake: the ticked item highlighted, an update asked for; the
+     * follow-up is among its linked tasks. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[{\"id\":\"%s\",\"done\":true}]}",
+             task, item);
+    r = apply(todo, "update_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(wake_inputs(rt, agent, inputs, 4), 2);
+    ASSERT_CONTAINS(inputs[1], "update the report");
+    ASSERT_CONTAINS(inputs[1], item);
+    ASSERT_CONTAINS(inputs[1], "a follow-up of this task");
+    ASSERT(!strstr(inputs[1], "This is your first wake"));
+    vigil_runtime_close(rt);
+    vg_todo_close(todo);
+}
+
 int main(void)
 {
     RUN(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates);
+    RUN(a_task_agent_wakes_with_its_task_and_what_changed);
     return 0;
 }
