@@ -3,6 +3,7 @@
  * src/sync does the work).
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "runtime/runtime_int.h"
 #include "sync/sync.h"
@@ -38,7 +39,7 @@ vigil_code vigil_sync_with(vigil_runtime *rt, vigil_runtime *peer, char **summar
         json_pack("{s:s, s:s, s:o, s:o, s:I}", "host", vg_sync_host(a), "peer_host",
                   vg_sync_host(b), "sent", direction(&sent), "received", direction(&received),
                   "holes", (json_int_t)(sent.holes + received.holes));
-    char *text = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
+    char *text = summary ? vg_json_dumps(summary, JSON_COMPACT) : NULL;
     json_decref(summary);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory summing up a sync");

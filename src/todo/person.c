@@ -7,6 +7,7 @@
  * person did. Only include/vigil.h, as any embedding program would write it.
  */
 #include "todo/todo_int.h"
+#include "base/json.h"
 
 /* The task agent's tools (S3-045), and get_task to read its task. */
 #define TASK_AGENT_TOOLS                                                                           \
@@ -76,7 +77,7 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
     agent_name(task_id, name);
     snprintf(prompt, sizeof prompt, task_agent_prompt, task_id);
     json_t *scopes = json_pack("[s]", scope);
-    char *scopes_text = json_dumps(scopes, JSON_COMPACT);
+    char *scopes_text = vg_json_dumps(scopes, JSON_COMPACT);
     json_decref(scopes);
     snprintf(config, sizeof config,
              "{\"tools\":" TASK_AGENT_TOOLS
