@@ -3,6 +3,7 @@
  * the manifest commands apply and export (docs/manifests.md).
  */
 #include "cli.h"
+#include "base/json.h"
 
 static const char agent_help[] =
     "usage: vigil agent create --name NAME [--kind KIND] [--mode MODE] [--prompt TEXT]\n"
@@ -123,7 +124,7 @@ static void show_field(json_t *obj, const char *label, const char *key)
     else if (json_is_integer(v))
         printf("%-22s %lld\n", label, (long long)json_integer_value(v));
     else if (v && !json_is_null(v)) {
-        char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        char *t = vg_json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
         printf("%-22s %s\n", label, t ? t : "?");
         vigil_free(t);
     }
@@ -304,7 +305,7 @@ static int agent_apply(struct cli *c, int argc, char **argv)
     json_array_foreach (v, i, e) {
         warn_unknown_tools(e);
         if (json) {
-            char *one = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+            char *one = vg_json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
             printf("%s\n", one ? one : "{}");
             vigil_free(one);
         } else {

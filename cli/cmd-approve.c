@@ -4,6 +4,7 @@
  * prints the first.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -22,8 +23,8 @@ static const char approve_help[] =
 
 static void print_one(json_t *a)
 {
-    char *preview =
-        json_dumps(json_object_get(a, "preview"), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *preview = vg_json_dumps(json_object_get(a, "preview"),
+                                  JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     printf("%-36s  %-9s  %-20s  %-36s  %s\n", json_string_value(json_object_get(a, "id")),
            json_string_value(json_object_get(a, "status")),
            json_string_value(json_object_get(a, "tool")),

@@ -5,6 +5,7 @@
  * Ctrl-C during a turn cancels that turn, not the process.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include <editline/readline.h>
 #include <signal.h>
@@ -215,7 +216,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
     vigil_code code = vigil_turn_code(out, &message); /* before out is given away */
     json_t *r = cli_parse_json_text(out);
     if (json) {
-        json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        vg_json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     } else {
         const char *reply = json_string_value(json_object_get(r, "reply"));

@@ -8,6 +8,7 @@
  * (tool correctness, safety policy, report quality); docs/eval.md.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include "config/config.h"
 #include "os/clock.h"
@@ -104,7 +105,7 @@ static vigil_code fake_call(void *user, const vigil_tool_call_info *call, const 
     t->ran++;
     const json_t *r = n ? json_array_get(t->results, t->next < n ? t->next : n - 1) : NULL;
     t->next++;
-    *out = r ? json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+    *out = r ? vg_json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
     if (!*out)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering a fake tool");
     return VIGIL_OK;
@@ -112,7 +113,7 @@ static vigil_code fake_call(void *user, const vigil_tool_call_info *call, const 
 
 static char *dump_or_null(const json_t *v)
 {
-    return v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    return v ? vg_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
 }
 
 static vigil_code register_tool(struct scenario *s, const char *name, const json_t *def,
@@ -155,7 +156,7 @@ static vigil_code write_setup(struct scenario *s, vigil_error *err)
     json_t *ex = json_object_get(s->doc, "exchanges");
     json_t *cassette =
         json_pack("{s:i, s:O}", "vigil_cassette", 1, "exchanges", ex ? ex : json_array());
-    char *text = cassette ? json_dumps(cassette, JSON_INDENT(1)) : NULL;
+    char *text = cassette ? vg_json_dumps(cassette, JSON_INDENT(1)) : NULL;
     json_decref(cassette);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing the cassette");
@@ -425,7 +426,7 @@ static vigil_code add_subscriptions(struct scenario *s, vigil_error *err)
 {
     const json_t *subs = json_object_get(s->doc, "subscriptions");
     for (size_t i = 0; i < json_array_size(subs); i++) {
-        char *spec = json_dumps(json_array_get(subs, i), JSON_COMPACT), *id = NULL;
+        char *spec = vg_json_dumps(json_array_get(subs, i), JSON_COMPACT), *id = NULL;
         vigil_code rc = spec ? vigil_subscription_add(s->rt, s->agent, spec, &id, err)
                              : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         free(spec);
@@ -522,7 +523,7 @@ static void add_output(struct scenario *s, const json_t *t, void *user)
     json_t *call = call_of_tool(s, t, o);
     if (!call)
         return;
-    char *out = json_dumps(json_object_get(call, "output"), JSON_COMPACT | JSON_ENCODE_ANY);
+    char *out = vg_json_dumps(json_object_get(call, "output"), JSON_COMPACT | JSON_ENCODE_ANY);
     if (out)
         json_array_append_new(o->texts, json_string(out));
     free(out);
@@ -556,7 +557,7 @@ static void check_calls(struct scenario *s, const json_t *want, vigil_error *err
         ok = json_is_string(json_array_get(want, i)) &&
              call_matches(json_string_value(json_array_get(want, i)),
                           json_string_value(json_array_get(got, i)));
-    char *w = json_dumps(want, JSON_COMPACT), *g = json_dumps(got, JSON_COMPACT);
+    char *w = vg_json_dumps(want, JSON_COMPACT), *g = vg_json_dumps(got, JSON_COMPACT);
     check(s, CLASS_TOOL, ok, "calls: expected %s, recorded %s", w ? w : "?", g ? g : "?");
     free(w);
     free(g);
@@ -600,7 +601,7 @@ static char *report_text(struct scenario *s, vigil_error *err)
     json_t *a = json_loads(text, 0, NULL);
     vigil_free(text);
     json_t *r = json_object_get(a, "report");
-    char *out = r ? json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("");
+    char *out = r ? vg_json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("");
     json_decref(a);
     return out;
 }
@@ -695,8 +696,8 @@ static void check_arguments(struct scenario *s, const json_t *want, vigil_error 
               got, n);
         for (size_t i = 0; i < n && i < got; i++) {
             const json_t *w = json_array_get(list, i), *g = json_array_get(o.texts, i);
-            char *wt = json_dumps(w, JSON_COMPACT),
-                 *gt = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
+            char *wt = vg_json_dumps(w, JSON_COMPACT),
+                 *gt = vg_json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
             check(s, CLASS_TOOL, subset_of(w, g),
                   "arguments: call %zu of %s was sent %s, which does not hold %s", i + 1, tool,
                   gt ? gt : "?", wt ? wt : "?");
@@ -1596,7 +1597,7 @@ static int eval_capture(struct cli *c, int argc, char **argv)
     json_decref(run);
     if (!sc)
         return err.code ? cli_fail(&err) : 1;
-    char *out = json_dumps(sc, JSON_INDENT(2));
+    char *out = vg_json_dumps(sc, JSON_INDENT(2));
     puts(out ? out : "{}");
     free(out);
     json_decref(sc);
@@ -1652,7 +1653,7 @@ int cmd_eval(struct cli *c, int argc, char **argv)
                                     "scorecard", card, "min", min[CLASS_TOOL], "min_by_class",
                                     "tool", min[CLASS_TOOL], "safety", min[CLASS_SAFETY], "report",
                                     min[CLASS_REPORT], "passed", status == 0);
-            char *text = json_dumps(all, JSON_INDENT(2));
+            char *text = vg_json_dumps(all, JSON_INDENT(2));
             puts(text ? text : "{}");
             free(text);
             json_decref(all);

@@ -4,6 +4,7 @@
  * here until someone says whether it happened.
  */
 #include "cli.h"
+#include "base/json.h"
 
 static const char indoubt_help[] =
     "usage: vigil indoubt list [--agent ID] [--json]\n"
@@ -20,8 +21,8 @@ static const char indoubt_help[] =
 
 static void print_item(json_t *it)
 {
-    char *args = json_dumps(json_object_get(it, "arguments"),
-                            JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *args = vg_json_dumps(json_object_get(it, "arguments"),
+                               JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     printf("%-64s  %-11s  %-20s  %-36s  %s\n",
            json_string_value(json_object_get(it, "operation_id")),
            json_string_value(json_object_get(it, "status")),
@@ -82,8 +83,8 @@ static int indoubt_show(struct cli *c, int argc, char **argv)
         return 0;
     }
     json_t *v = cli_parse_json_text(text);
-    char *args = json_dumps(json_object_get(v, "arguments"),
-                            JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *args = vg_json_dumps(json_object_get(v, "arguments"),
+                               JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     printf("operation  %s\nstatus     %s\ntool       %s\narguments  %s\nagent      %s\n"
            "run        %s (run key %s)\nthread     %s\nraised     %s\nknown      %s\n",
            str_or(v, "operation_id", ""), str_or(v, "status", ""), str_or(v, "tool", ""),

@@ -2,6 +2,7 @@
  * cmd-init.c: `vigil init`: create the store file (and its folder) and report where it is.
  */
 #include "cli.h"
+#include "base/json.h"
 
 int cmd_init(struct cli *c, int argc, char **argv)
 {
@@ -20,7 +21,7 @@ int cmd_init(struct cli *c, int argc, char **argv)
     cli_open(c, 1);
     if (cli_opt(&o, spec, "--json")) {
         json_t *v = json_pack("{s:s, s:s}", "store", c->store_path, "version", vigil_version());
-        json_dumpf(v, stdout, JSON_INDENT(2));
+        vg_json_dumpf(v, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(v);
     } else {

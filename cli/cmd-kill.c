@@ -4,6 +4,7 @@
  * and no new wake starts.
  */
 #include "cli.h"
+#include "base/json.h"
 
 static const char kill_help[] =
     "usage: vigil kill on [--agent ID | --tool-class CLASS] [--reason TEXT]\n"
@@ -117,7 +118,7 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         json_t *out =
             json_pack("{s:O, s:o, s:o}", "switches", v, "stopped",
                       agent || cls ? json_boolean(active) : json_null(), "lifecycle", lifecycle);
-        json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        vg_json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(out);
         json_decref(v);

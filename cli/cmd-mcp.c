@@ -6,6 +6,7 @@
  * config/config.h (the config file without a store), mcp/mcp.h and os/fs.h.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include "config/config.h"
 #include "mcp/mcp.h"
@@ -43,7 +44,7 @@ struct mcp_cli {
 static void remember(const struct mcp_cli *m, const char *server, json_t *tools)
 {
     vigil_error err = {0};
-    char *text = m->rt ? json_dumps(tools, JSON_COMPACT) : NULL;
+    char *text = m->rt ? vg_json_dumps(tools, JSON_COMPACT) : NULL;
     if (text && vigil_mcp_remember_tools(m->rt, server, text, &err))
         fprintf(stderr, "vigil: note: could not store the tool list of \"%s\": %s\n", server,
                 err.message);
@@ -148,7 +149,7 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
     for (size_t i = 0; i < m->conf->n; i++)
         json_array_append_new(rows, server_row(m, &m->conf->servers[i], check));
     if (as_json) {
-        json_dumpf(rows, stdout, JSON_INDENT(2));
+        vg_json_dumpf(rows, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     } else if (!m->conf->n) {
         fprintf(stderr, /* a note, not a row: stdout stays empty for scripts */
@@ -243,7 +244,7 @@ static int do_tools(struct mcp_cli *m, const char *server, int as_json)
     json_decref(first_of);
     vg_mcp_client_free(c);
     if (as_json) {
-        json_dumpf(rows, stdout, JSON_INDENT(2));
+        vg_json_dumpf(rows, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     }
     json_array_foreach (rows, i, t)
@@ -325,7 +326,7 @@ static int do_call(struct mcp_cli *m, const char *server, const char *tool, cons
     json_decref(a);
     if (st)
         return st;
-    json_dumpf(res, stdout, compact ? JSON_COMPACT : JSON_INDENT(2));
+    vg_json_dumpf(res, stdout, compact ? JSON_COMPACT : JSON_INDENT(2));
     fputc('\n', stdout);
     int failed = json_is_true(json_object_get(res, "isError"));
     json_decref(res);

@@ -3,6 +3,7 @@
  * tools|tool`), `vigil replay RUN`, and `vigil journal export|import`. Lists page by cursor.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -129,8 +130,9 @@ static void field(const char *label, json_t *v)
         printf("%-12s %s\n", label, json_string_value(v));
         return;
     }
-    char *t = v && !json_is_null(v) ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
-                                    : NULL;
+    char *t = v && !json_is_null(v)
+                  ? vg_json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+                  : NULL;
     printf("%-12s %s\n", label, t ? t : "-");
     vigil_free(t);
 }
@@ -143,7 +145,7 @@ static void block(const char *heading, json_t *v)
         printf("%s\n", json_string_value(v));
         return;
     }
-    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    vg_json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     fputc('\n', stdout);
 }
 
@@ -198,7 +200,7 @@ static void show_override(json_t *r)
     if (json_string_value(json_object_get(ov, "model")))
         printf("; model %s", json_string_value(json_object_get(ov, "model")));
     if (tools) {
-        char *t = json_dumps(tools, JSON_COMPACT);
+        char *t = vg_json_dumps(tools, JSON_COMPACT);
         printf("; tools %s", t ? t : "?");
         vigil_free(t);
     }
@@ -408,7 +410,7 @@ int cmd_replay(struct cli *c, int argc, char **argv)
     json_t *v = cli_parse_json_text(text);
     int match = json_is_true(json_object_get(v, "stored_projection_matches"));
     if (cli_opt(&o, spec, "--json")) {
-        json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        vg_json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     } else {
         json_t *p = json_object_get(v, "projection"), *tl = json_object_get(v, "timeline");
@@ -421,7 +423,7 @@ int cmd_replay(struct cli *c, int argc, char **argv)
         printf("timeline (%zu):\n", json_array_size(tl));
         for (size_t i = 0; i < json_array_size(tl); i++) {
             json_t *it = json_array_get(tl, i);
-            char *t = json_dumps(it, JSON_COMPACT | JSON_SORT_KEYS);
+            char *t = vg_json_dumps(it, JSON_COMPACT | JSON_SORT_KEYS);
             printf("  %.160s\n", t ? t : "?");
             vigil_free(t);
         }
@@ -533,7 +535,7 @@ static void print_brings(json_t *brings)
                                            {"mcp_servers", "MCP server"}};
     for (size_t k = 0; k < 2; k++) {
         json_object_foreach (json_object_get(brings, kinds[k][0]), name, how) {
-            char *text = json_dumps(how, JSON_COMPACT | JSON_ENCODE_ANY);
+            char *text = vg_json_dumps(how, JSON_COMPACT | JSON_ENCODE_ANY);
             printf("  %s \"%s\" runs %s\n", kinds[k][1], name, text ? text : "?");
             vigil_free(text);
         }
@@ -561,7 +563,7 @@ static int journal_import(struct cli *c, const char *agent, const char *dir, int
         json_t *j = json_pack("{s:I, s:I, s:s, s:O?}", "imported", (json_int_t)(records + own),
                               "agent_records", (json_int_t)own, "checksums", sums ? sums : "",
                               "brings", json_object_get(o, "brings"));
-        char *one = j ? json_dumps(j, JSON_PRESERVE_ORDER) : NULL;
+        char *one = j ? vg_json_dumps(j, JSON_PRESERVE_ORDER) : NULL;
         printf("%s\n", one ? one : "{}");
         vigil_free(one);
         json_decref(j);

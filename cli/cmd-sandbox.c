@@ -3,6 +3,7 @@
  * sandbox, and one execution as the execute_code tool runs it (docs/sandbox.md).
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include <errno.h>
 
@@ -39,7 +40,7 @@ static int sandbox_check(struct cli *c, int argc, char **argv)
     json_t *v = cli_parse_json_text(text);
     int can_run = json_is_true(json_object_get(v, "can_run"));
     if (cli_opt(&o, spec, "--json")) {
-        char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
+        char *s = vg_json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
         printf("%s\n", s ? s : "{}");
         free(s);
     } else {
@@ -131,7 +132,7 @@ static int sandbox_refused(const vigil_error *err, char *text, int as_json)
     json_t *v = text ? cli_parse_json_text(text) : NULL; /* frees text */
     if (v && as_json) {
         cli_add_repeat_hint(v, json_string_value(json_object_get(v, "run_key")));
-        char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
+        char *s = vg_json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
         printf("%s\n", s ? s : "{}");
         free(s);
     }
@@ -188,14 +189,14 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     const char *code_name = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
     int too_large = !ok && code_name && !strcmp(code_name, "code_too_large");
     if (cli_opt(&o, spec, "--json")) {
-        char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS); /* as every --json (cli.md) */
+        char *s = vg_json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS); /* as every --json (cli.md) */
         printf("%s\n", s ? s : "{}");
         free(s);
     } else {
         const char *out = json_string_value(json_object_get(v, "output"));
         fputs(out ? out : "", stdout);
         json_t *e = json_object_get(v, "error");
-        char *r = json_dumps(json_object_get(v, "result"), JSON_ENCODE_ANY | JSON_COMPACT);
+        char *r = vg_json_dumps(json_object_get(v, "result"), JSON_ENCODE_ANY | JSON_COMPACT);
         if (ok)
             printf("%s\n", r ? r : "null");
         else

@@ -4,6 +4,7 @@
  * dozen lists. It exits CLI_ATTENTION when something needs a person, so a monitor can run it.
  */
 #include "cli.h"
+#include "base/json.h"
 
 /* The status was read and something needs a person (its "attention" lines). */
 #define CLI_ATTENTION 11
@@ -150,7 +151,7 @@ int cmd_status(struct cli *c, int argc, char **argv)
     const json_t *attention = json_object_get(v, "attention");
     size_t i;
     if (cli_opt(&o, spec, "--json")) {
-        json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        vg_json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     } else {
         print_store(json_object_get(v, "store"));

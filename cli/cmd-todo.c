@@ -5,6 +5,7 @@
  * `vigil notify`). Also where the command attaches the domain's tools to the runtimes it opens.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include "config/config.h"
 #include "os/fs.h"
@@ -194,7 +195,7 @@ static int change(struct cli *c, const char *op, json_t *args, int quiet)
         return status;
     }
     if (!rc && !quiet) {
-        char *text = json_dumps(json_object_get(reply, "result"), JSON_INDENT(2));
+        char *text = vg_json_dumps(json_object_get(reply, "result"), JSON_INDENT(2));
         if (text)
             puts(text);
         free(text);
@@ -292,7 +293,7 @@ static int todo_read(struct cli *c, const char *op, json_t *args, int json)
         return status;
     json_t *result = json_object_get(reply, "result");
     if (json || strcmp(op, "list_tasks_in_scope")) {
-        char *text = json_dumps(result, JSON_INDENT(2));
+        char *text = vg_json_dumps(result, JSON_INDENT(2));
         if (text)
             puts(text);
         free(text);

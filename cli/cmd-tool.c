@@ -4,6 +4,7 @@
  * kill switches, scope, budgets, approvals), recorded in the agent's history.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include "os/clock.h"
 #include "os/ids.h"
@@ -184,7 +185,7 @@ int cmd_tool(struct cli *c, int argc, char **argv)
     if (v) {
         json_object_set_new(v, "run_key", json_string(key)); /* to repeat it, e.g. once approved */
         cli_add_repeat_hint(v, key);
-        json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        vg_json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     }
     /* No run waits for the approval behind a call made by hand: say what runs it once given. */

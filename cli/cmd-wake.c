@@ -8,6 +8,7 @@
  * runs the work itself, in this process, before it exits.
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include "os/clock.h"
 #include "os/fs.h"
@@ -227,7 +228,7 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
             json_object_set_new(s, "linked_to", json_string(cli_opt(&o, spec, "--linked-to")));
         if (cli_opt(&o, spec, "--id"))
             json_object_set_new(s, "id", json_string(cli_opt(&o, spec, "--id")));
-        char *text = json_dumps(s, JSON_COMPACT);
+        char *text = vg_json_dumps(s, JSON_COMPACT);
         json_decref(s);
         cli_open(c, 0);
         vigil_code rc =

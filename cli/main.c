@@ -3,6 +3,7 @@
  * command group uses (opening the store, printing errors and JSON, parsing options).
  */
 #include "cli.h"
+#include "base/json.h"
 
 #include "config/config.h"
 #include "os/fs.h"
@@ -345,9 +346,9 @@ const char *cli_gone_holder(const json_t *obj, char *buf, size_t size)
 void cli_print_json_text(char *text)
 {
     json_t *v = cli_parse_json_text(text);
-    /* 15 significant digits: a number as it was given (a report's confidence 0.8), where
-     * jansson's default 17 would print the double nearest to it, 0.80000000000000004. */
-    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+    /* vg_json_dumpf: reals as the fewest digits that read back the same (a report's confidence
+     * 0.8), where jansson's would print the double nearest to it, 0.80000000000000004. */
+    vg_json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
     fputc('\n', stdout);
     json_decref(v);
 }

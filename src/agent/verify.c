@@ -6,6 +6,7 @@
  * write path forgot its record or moved a pointer without one.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "agent/agent_int.h"
 
@@ -40,7 +41,7 @@ static void mismatch(struct verify_ctx *c, const char *fmt, ...)
 
 static char *canonical(json_t *v)
 {
-    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    return vg_json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 }
 
 /* Keeps the parsed body of the first record a scan returns. */

@@ -6,6 +6,7 @@
 #include "base/json.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <jansson.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -208,14 +209,41 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
     return 0;
 }
 
-/* A real as jansson writes it: %.17g, ".0" added to what would read as an integer, and the
- * exponent without "+" or leading zeros. */
-static void put_jreal(struct vg_buf *b, double v)
+/* How put_json writes: keys sorted by their bytes or in the order they were set, and reals
+ * as the shortest text that reads back as the same double or as jansson writes them (%.17g). */
+enum { WRITE_SORTED = 1, WRITE_REAL17 = 2 };
+
+/* The digits of v at precision prec ("%.*g") in buf, and whether they read back as v. */
+static int real_digits(char *buf, size_t size, double v, int prec, int *len)
+{
+    *len = snprintf(buf, size, "%.*g", prec, v);
+    if (*len < 0 || *len >= (int)size) {
+        *len = 0;
+        return 0;
+    }
+    /* strtod reads the locale's decimal point, the one snprintf wrote */
+    double back = strtod(buf, NULL);
+    return memcmp(&back, &v, sizeof v) == 0; /* bits: -0.0 is not 0.0 */
+}
+
+/* A real in JSON: its digits ("%.*g"), ".0" added to what would read as an integer, and the
+ * exponent without "+" or leading zeros, as jansson writes them. At WRITE_REAL17 the digits
+ * are jansson's %.17g, which every text vigil hashed before session 37 was written with (so
+ * operation ids stay the same); otherwise the fewest that read back as the same double, 0.8
+ * and not 0.80000000000000004. For a normal double %.15g is that whenever any text of 15 digits
+ * or fewer is (the double nearest such a text is within half an ulp, less than half a unit of
+ * the 15th digit), then %.16g, then %.17g, which always is; a subnormal one has fewer bits, so
+ * it tries from one digit up (5e-324). */
+static void put_jreal(struct vg_buf *b, double v, int how)
 {
     char buf[64];
-    int len = snprintf(buf, sizeof buf - 3, "%.17g", v);
-    if (len < 0 || len >= (int)sizeof buf - 3)
-        len = 0;
+    int len = 0;
+    if (how & WRITE_REAL17)
+        real_digits(buf, sizeof buf - 3, v, 17, &len);
+    else
+        for (int prec = fpclassify(v) == FP_SUBNORMAL ? 1 : 15; prec <= 17; prec++)
+            if (real_digits(buf, sizeof buf - 3, v, prec, &len) || prec == 17)
+                break;
     for (int i = 0; i < len; i++)
         if (buf[i] == ',') /* a locale's decimal comma */
             buf[i] = '.';
@@ -252,10 +280,10 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_json_splice *sp,
+static int put_object(struct vg_buf *b, const json_t *v, int how, struct vg_json_splice *sp,
                       size_t nsp);
 
-static int put_json(struct vg_buf *b, const json_t *v, int sorted)
+static int put_json(struct vg_buf *b, const json_t *v, int how)
 {
     switch (json_typeof(v)) {
     case JSON_NULL:
@@ -271,7 +299,7 @@ static int put_json(struct vg_buf *b, const json_t *v, int sorted)
         vg_buf_put_i64(b, (long long)json_integer_value(v));
         return 0;
     case JSON_REAL:
-        put_jreal(b, json_real_value(v));
+        put_jreal(b, json_real_value(v), how);
         return 0;
     case JSON_STRING:
         return put_jstring(b, json_string_value(v), json_string_length(v));
@@ -281,27 +309,27 @@ static int put_json(struct vg_buf *b, const json_t *v, int sorted)
         for (size_t i = 0; i < n; i++) {
             if (i)
                 vg_buf_putc(b, ',');
-            if (put_json(b, json_array_get(v, i), sorted))
+            if (put_json(b, json_array_get(v, i), how))
                 return -1;
         }
         vg_buf_putc(b, ']');
         return 0;
     }
     case JSON_OBJECT:
-        return put_object(b, v, sorted, NULL, 0);
+        return put_object(b, v, how, NULL, 0);
     }
     return -1;
 }
 
-/* An object; the values of the keys sp names (nsp of them) written as their text where given,
- * and where each value's text went noted in sp. */
-static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_json_splice *sp,
-                      size_t nsp)
+/* An object's keys and values in keys (small when it has 32 or fewer, else allocated), sorted
+ * by their bytes or in the order they were set; NULL when out of memory. */
+static struct key_ref *object_keys(const json_t *v, int sorted, struct key_ref small[32],
+                                   size_t *count)
 {
     size_t n = json_object_size(v), i = 0;
-    struct key_ref small[32], *keys = n <= 32 ? small : vg_malloc(n * sizeof *keys);
+    struct key_ref *keys = n <= 32 ? small : vg_malloc(n * sizeof *keys);
     if (!keys)
-        return -1;
+        return NULL;
     for (void *it = json_object_iter((json_t *)v); it && i < n;
          it = json_object_iter_next((json_t *)v, it), i++) {
         keys[i].key = json_object_iter_key(it);
@@ -326,6 +354,20 @@ static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_j
             keys[c] = k;
         }
     }
+    *count = i;
+    return keys;
+}
+
+/* An object; the values of the keys sp names (nsp of them) written as their text where given,
+ * and where each value's text went noted in sp. */
+static int put_object(struct vg_buf *b, const json_t *v, int how, struct vg_json_splice *sp,
+                      size_t nsp)
+{
+    struct key_ref small[32];
+    size_t i = 0;
+    struct key_ref *keys = object_keys(v, how & WRITE_SORTED, small, &i);
+    if (!keys)
+        return -1;
     int rc = 0;
     vg_buf_putc(b, '{');
     for (size_t k = 0; k < i && rc == 0; k++) {
@@ -341,7 +383,7 @@ static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_j
         if (rc == 0 && s < nsp && sp[s].raw)
             vg_buf_puts(b, sp[s].raw);
         else if (rc == 0)
-            rc = put_json(b, keys[k].value, sorted);
+            rc = put_json(b, keys[k].value, how);
         if (s < nsp)
             sp[s].end = b->len;
     }
@@ -507,7 +549,7 @@ int vg_json_is_canonical(const char *text, size_t len)
 
 int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
 {
-    return put_json(b, v, 1);
+    return put_json(b, v, WRITE_SORTED);
 }
 
 int vg_json_put_canonical_splice(struct vg_buf *b, const json_t *v, struct vg_json_splice *sp,
@@ -516,8 +558,8 @@ int vg_json_put_canonical_splice(struct vg_buf *b, const json_t *v, struct vg_js
     for (size_t i = 0; i < n; i++)
         sp[i].start = sp[i].end = 0;
     if (!json_is_object(v))
-        return put_json(b, v, 1);
-    return put_object(b, v, 1, sp, n);
+        return put_json(b, v, WRITE_SORTED);
+    return put_object(b, v, WRITE_SORTED, sp, n);
 }
 
 static int key_after(const char *a, const char *b)
@@ -597,7 +639,7 @@ int vg_json_put_text(struct vg_buf *b, const char *s)
 
 void vg_json_put_real(struct vg_buf *b, double v)
 {
-    put_jreal(b, v);
+    put_jreal(b, v, 0);
 }
 
 int vg_json_put_compact(struct vg_buf *b, const json_t *v)
@@ -605,15 +647,127 @@ int vg_json_put_compact(struct vg_buf *b, const json_t *v)
     return put_json(b, v, 0);
 }
 
-char *vg_json_dump(const json_t *v, int sorted)
+int vg_json_has_real(const json_t *v)
+{
+    if (json_is_real(v))
+        return 1;
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (vg_json_has_real(json_array_get(v, i)))
+                return 1;
+    } else if (json_is_object(v)) {
+        for (void *it = json_object_iter((json_t *)v); it;
+             it = json_object_iter_next((json_t *)v, it))
+            if (vg_json_has_real(json_object_iter_value(it)))
+                return 1;
+    }
+    return 0;
+}
+
+static char *dump_how(const json_t *v, int how)
 {
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    if (put_json(&b, v, sorted) != 0 || b.fail != VIGIL_OK) {
+    if (put_json(&b, v, how) != 0 || b.fail != VIGIL_OK) {
         vg_buf_release(&b);
         return NULL;
     }
     return vg_buf_detach(&b, NULL);
+}
+
+char *vg_json_hash_text(const json_t *v)
+{
+    return dump_how(v, WRITE_SORTED | WRITE_REAL17);
+}
+
+/* ---- jansson's other layouts -------------------------------------------------------------- */
+
+/* A line break and depth levels of indentation when flags indent, else one space where space is
+ * set and the layout is not compact: jansson's dump_indent. */
+static void put_indent(struct vg_buf *b, size_t flags, int depth, int space)
+{
+    size_t width = (flags & JSON_MAX_INDENT) * (size_t)depth;
+    if (flags & JSON_MAX_INDENT) {
+        char *w = vg_buf_room(b, width + 1);
+        if (w) {
+            w[0] = '\n';
+            memset(w + 1, ' ', width);
+            vg_buf_added(b, width + 1);
+        }
+    } else if (space && !(flags & JSON_COMPACT)) {
+        vg_buf_putc(b, ' ');
+    }
+}
+
+/* v laid out as json_dumps lays it out with flags (JSON_INDENT(n), JSON_COMPACT, JSON_SORT_KEYS;
+ * jansson's order of keys otherwise), reals the fewest digits that read back the same. */
+static int put_laid_out(struct vg_buf *b, const json_t *v, size_t flags, int depth)
+{
+    if (json_is_array(v) && json_array_size(v)) {
+        size_t n = json_array_size(v);
+        vg_buf_putc(b, '[');
+        put_indent(b, flags, depth + 1, 0);
+        for (size_t i = 0; i < n; i++) {
+            if (put_laid_out(b, json_array_get(v, i), flags, depth + 1))
+                return -1;
+            if (i + 1 < n)
+                vg_buf_putc(b, ',');
+            put_indent(b, flags, i + 1 < n ? depth + 1 : depth, i + 1 < n);
+        }
+        vg_buf_putc(b, ']');
+        return 0;
+    }
+    if (!json_is_object(v) || !json_object_size(v))
+        return put_json(b, v, 0);
+    struct key_ref small[32];
+    size_t n = 0;
+    struct key_ref *keys = object_keys(v, (flags & JSON_SORT_KEYS) != 0, small, &n);
+    if (!keys)
+        return -1;
+    int rc = 0;
+    vg_buf_putc(b, '{');
+    put_indent(b, flags, depth + 1, 0);
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        rc = put_jstring(b, keys[k].key, keys[k].len);
+        vg_buf_puts(b, flags & JSON_COMPACT ? ":" : ": ");
+        if (rc == 0)
+            rc = put_laid_out(b, keys[k].value, flags, depth + 1);
+        if (k + 1 < n)
+            vg_buf_putc(b, ',');
+        put_indent(b, flags, k + 1 < n ? depth + 1 : depth, k + 1 < n);
+    }
+    vg_buf_putc(b, '}');
+    if (keys != small)
+        vg_free(keys);
+    return rc;
+}
+
+char *vg_json_dumps(const json_t *v, size_t flags)
+{
+    if (!v || (!(flags & JSON_ENCODE_ANY) && !json_is_array(v) && !json_is_object(v)))
+        return NULL;
+    if ((flags & JSON_COMPACT) && !(flags & JSON_MAX_INDENT))
+        return dump_how(v, flags & JSON_SORT_KEYS ? WRITE_SORTED : 0);
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    if (put_laid_out(&b, v, flags, 0) != 0 || b.fail != VIGIL_OK) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
+}
+
+int vg_json_dumpf(const json_t *v, FILE *out, size_t flags)
+{
+    char *text = vg_json_dumps(v, flags);
+    int rc = text && fputs(text, out) != EOF ? 0 : -1;
+    vg_free(text);
+    return rc;
+}
+
+char *vg_json_dump(const json_t *v, int sorted)
+{
+    return dump_how(v, sorted ? WRITE_SORTED : 0);
 }
 
 int vg_json_array_sort(json_t *items, int (*cmp)(const void *, const void *))

@@ -9,6 +9,7 @@
 #include "base/buf.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* 1 when s (NUL-terminated) is valid UTF-8, as jansson requires of every string it makes. */
 int vg_utf8_valid(const char *s);
@@ -19,10 +20,18 @@ void vg_json_put_string(struct vg_buf *b, const char *s);
 void vg_json_put_key(struct vg_buf *b, const char *key, int first);
 void vg_json_put_int(struct vg_buf *b, int64_t v);
 
+/*
+ * Reals. Every writer here writes a real as the fewest significant digits that read back as the
+ * same double (0.8, 21.5, 5e-324), in jansson's form otherwise (".0" after what would read as
+ * an integer, an exponent without "+" or leading zeros). jansson itself, and vigil before
+ * session 37, wrote %.17g (0.80000000000000004): texts stored then read as the same doubles, and
+ * vg_json_hash_text still writes that form, for the hashes that must not change.
+ */
 /* Append v as canonical JSON: compact, object keys sorted by their bytes, byte for byte what
- * jansson's json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) writes (a
- * differential fuzz target holds the two together), without its per-object key copies and
- * callback chunks. -1 when v cannot be written (a string that is not UTF-8). */
+ * jansson's json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) writes where v holds
+ * no real, and the same value where it does (a differential fuzz target holds the two
+ * together), without its per-object key copies and callback chunks. -1 when v cannot be
+ * written (a string that is not UTF-8). */
 struct json_t;
 int vg_json_put_canonical(struct vg_buf *b, const struct json_t *v);
 /* Whether text (len bytes) is already what vg_json_put_canonical writes for what jansson reads
@@ -47,10 +56,10 @@ int vg_json_put_canonical_splice(struct vg_buf *b, const struct json_t *v,
 /* A string as jansson writes it (its escapes); -1, having written part of it, when s is not
  * valid UTF-8, where jansson would have refused to make the string at all. */
 int vg_json_put_text(struct vg_buf *b, const char *s);
-/* A real as jansson writes it. */
+/* A real: the fewest digits that read back as v. */
 void vg_json_put_real(struct vg_buf *b, double v);
 /* The same without sorting: keys in the order they were set, what json_dumps(v, JSON_COMPACT |
- * JSON_ENCODE_ANY) writes (the same fuzz target holds this too). */
+ * JSON_ENCODE_ANY) writes, reals aside (the same fuzz target holds this too). */
 int vg_json_put_compact(struct vg_buf *b, const struct json_t *v);
 /*
  * An object from a list of fields, written as the canonical writer writes it (keys sorted by
@@ -72,6 +81,19 @@ int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n);
  * when sorted, else compact; the text is the caller's (vg_free); NULL when out of memory or
  * v holds a string that is not UTF-8. Several times faster than json_dumps on the hot path. */
 char *vg_json_dump(const struct json_t *v, int sorted);
+/* A drop-in for json_dumps(v, flags) for text a user reads (answers, events, printed JSON):
+ * JSON_COMPACT, JSON_SORT_KEYS, JSON_INDENT(n) and JSON_ENCODE_ANY as jansson lays them out,
+ * reals as above. The text is the caller's (vg_free); NULL as json_dumps (out of memory, a
+ * string not UTF-8, a scalar without JSON_ENCODE_ANY). */
+char *vg_json_dumps(const struct json_t *v, size_t flags);
+/* The same written to out, as json_dumpf: 0, or -1 when it could not be. */
+int vg_json_dumpf(const struct json_t *v, FILE *out, size_t flags);
+/* The canonical text vigil hashes for v (operation ids, argument hashes): reals in jansson's
+ * %.17g, as they were hashed before session 37, so a call started before an upgrade and retried
+ * after has the same id. The caller's (vg_free); NULL as vg_json_dump. */
+char *vg_json_hash_text(const struct json_t *v);
+/* 1 when v holds a real anywhere (then vg_json_dump and vg_json_hash_text may differ). */
+int vg_json_has_real(const struct json_t *v);
 /* Sort a JSON array in place by cmp, which qsort calls with pointers to its json_t *s. 0, or -1
  * (the array as it was) when out of memory. */
 int vg_json_array_sort(struct json_t *items, int (*cmp)(const void *, const void *));

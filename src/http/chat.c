@@ -7,6 +7,7 @@
  * cancel. The daemon stopping cancels every turn, whole or streamed.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "http/http_int.h"
 #include "os/clock.h"
@@ -47,7 +48,7 @@ static void stream_text(struct vg_http_stream *s, const char *name, const char *
 
 static void stream_event(struct vg_http_stream *s, const char *name, json_t *data)
 {
-    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    char *text = data ? vg_json_dumps(data, JSON_COMPACT) : NULL;
     json_decref(data);
     stream_text(s, name, text);
     free(text);

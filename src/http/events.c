@@ -23,6 +23,7 @@
  * streams and their proxies alive.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "http/http_int.h"
 #include "http/mhd.h"
@@ -153,7 +154,8 @@ static void emit(struct vg_events *ev, const char *kind, const char *agent, json
     const char *id = data ? item_id(data) : "";
     snprintf(key, sizeof key, "%s:%s", kind, id);
     int keyed = *id && strlen(id) < 150;
-    char *text = data && batch_room(ev) ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *text =
+        data && batch_room(ev) ? vg_json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(data);
     if (text) {
         vigil_event e = {.kind = vg_strdup(kind),
@@ -194,7 +196,7 @@ static void ring_put_text(struct vg_events *ev, int64_t pos, const char *kind, c
 /* Into the ring (under ev->mu): the event read from the log at position pos. */
 static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
 {
-    char *text = json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+    char *text = vg_json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
     if (text)
         ring_put_text(ev, pos, json_string_value(json_object_get(it, "kind")),
                       json_string_value(json_object_get(it, "agent_id")), text);
@@ -1226,7 +1228,7 @@ static void stream_catch_up(struct stream *s, int64_t ring_oldest)
         const char *agent = json_string_value(json_object_get(it, "agent_id"));
         snprintf(e.kind, sizeof e.kind, "%s", json_string_value(json_object_get(it, "kind")));
         snprintf(e.agent, sizeof e.agent, "%s", agent ? agent : "");
-        e.data = json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+        e.data = vg_json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
         if (e.data && e.id >= s->pos)
             put_event(s, &e);
         free(e.data);

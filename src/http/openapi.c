@@ -6,6 +6,7 @@
  * which tests/http/test_http_api.c checks against what the server really answers.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "http/http_int.h"
 
@@ -448,7 +449,7 @@ void vg_http_openapi_route(struct vg_req *r)
         "The vigil daemon's HTTP API (docs/http.md). Every route needs Authorization: Bearer "
         "TOKEN (`vigil token`).",
         "paths", paths, "components", components());
-    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *text = doc ? vg_json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(doc);
     vg_req_json(r, 200, text ? vg_strdup(text) : NULL);
     free(text);

@@ -6,6 +6,7 @@
  * server cannot drift apart; tests/http checks it against real answers.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "http/http_int.h"
 #include "http/mhd.h"
@@ -246,7 +247,7 @@ static void h_wakes(struct vg_req *r)
 static void h_subs_add(struct vg_req *r)
 {
     vigil_error err = {0};
-    char *id = NULL, *spec = r->body ? json_dumps(r->body, JSON_COMPACT) : NULL;
+    char *id = NULL, *spec = r->body ? vg_json_dumps(r->body, JSON_COMPACT) : NULL;
     if (!spec) {
         vg_req_error(r, VIGIL_EINVAL, "send the subscription as a JSON object with \"tokens\"");
         return;
@@ -651,7 +652,7 @@ static void h_tool_call_gate(struct vg_req *r)
         snprintf(fresh, sizeof fresh, "http-%s", hex);
         key = fresh;
     }
-    args = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    args = a ? vg_json_dumps(a, JSON_COMPACT) : NULL;
     vigil_code rc = vigil_tool_call(r->rt, ID0, key, ID1, args ? args : "{}", &out, &err);
     free(args);
     json_t *v = out ? json_loads(out, 0, NULL) : NULL;

@@ -16,6 +16,7 @@
  * none: web.c), the route (404/405), the body size (413).
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "http/http_int.h"
 #include "http/mhd.h"
@@ -160,7 +161,7 @@ void vg_req_json(struct vg_req *r, int status, char *owned_json)
 
 void vg_req_value(struct vg_req *r, int status, json_t *v)
 {
-    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *text = v ? vg_json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
     vg_req_json(r, status, text ? vg_strdup(text) : NULL); /* NULL: send_req says ENOMEM */
     free(text);

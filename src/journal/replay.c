@@ -250,6 +250,21 @@ static int state_matches(const char *stored, const json_t *proj)
     return same;
 }
 
+/* Whether the stored projection text is the replayed one: byte for byte, or, where they differ,
+ * as values. A projection stored before session 37 has its reals (tool arguments) as %.17g,
+ * 0.80000000000000004, which reads as the same double the canonical writer now writes 0.8. */
+static int same_projection(const char *stored, const char *mine, const json_t *proj)
+{
+    if (!stored || !mine)
+        return 0;
+    if (!strcmp(stored, mine))
+        return 1;
+    json_t *s = vg_jload(stored, strlen(stored), 0, NULL);
+    int same = s && json_equal(s, proj);
+    json_decref(s);
+    return same;
+}
+
 vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **out_json,
                              vigil_error *err)
 {
@@ -269,7 +284,7 @@ vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **
     if ((rc = vg_journal_trace_pruned(store, run_id, &pruned_at, &pruned_n, err)))
         goto out;
     mine = vg_journal_canonical(f.proj);
-    int match = pruned_at ? state_matches(stored, f.proj) : stored && mine && !strcmp(stored, mine);
+    int match = pruned_at ? state_matches(stored, f.proj) : same_projection(stored, mine, f.proj);
     o = json_pack("{s:O,s:O,s:O,s:O,s:I,s:b,s:b}", "projection", f.proj, "processed_message_ids",
                   f.full_messages, "processed_observation_ids", f.full_observations, "timeline",
                   f.full_timeline, "record_count", (json_int_t)count, "stored_projection_found",

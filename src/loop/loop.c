@@ -846,8 +846,8 @@ static vigil_code journal_approved_call(struct run_state *rs, const json_t *c)
         return VIGIL_OK;
     const char *name = member_str(c, "name"), *op = member_str(c, "operation_id");
     char *input =
-        json_dumps(json_object_get(c, "input") ? json_object_get(c, "input") : json_null(),
-                   JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        vg_json_dumps(json_object_get(c, "input") ? json_object_get(c, "input") : json_null(),
+                      JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     char id[37];
     vigil_code rc = input ? phase_begin(rs)
                           : VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory journaling a call");

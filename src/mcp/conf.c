@@ -287,7 +287,7 @@ void vg_mcp_conf_hash(const struct vg_mcp_server_conf *s, char out[65])
         json_pack("{s:o, s:o, s:s?, s:s?, s:O?, s:O?, s:i, s:I}", "argv", argv, "env", env, "cwd",
                   s->cwd, "url", s->url, "headers", s->headers, "tools", s->tools, "timeout_ms",
                   s->timeout_ms, "max_message", (json_int_t)s->max_message);
-    char *text = all ? vg_json_dump(all, 1) : NULL;
+    char *text = all ? vg_json_hash_text(all) : NULL; /* reals as hashed before session 37 */
     vg_sha256_hex(out, text ? text : "", text ? strlen(text) : 0);
     vg_free(text);
     json_decref(all);

@@ -7,6 +7,7 @@
  * "not found", never "denied".
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "mcpserve/mcpserve.h"
 
@@ -351,7 +352,7 @@ static json_t *report(vigil_runtime *rt, const char *id)
     json_t *r = report_value(rt, id, &err);
     if (!r)
         return failed(&err);
-    char *text = json_is_null(r) ? NULL : json_dumps(r, JSON_INDENT(2));
+    char *text = json_is_null(r) ? NULL : vg_json_dumps(r, JSON_INDENT(2));
     json_t *out = tool_result(0, text ? text : "the agent has written no report yet",
                               json_pack("{s:o}", "report", r));
     vg_free(text);
@@ -436,7 +437,7 @@ json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code,
     json_decref(a);
     if (!strcmp(rest, "report")) {
         json_t *v = report_value(rt, id, err);
-        char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_INDENT(2)) : NULL;
+        char *text = v ? vg_json_dumps(v, JSON_ENCODE_ANY | JSON_INDENT(2)) : NULL;
         r = text ? contents(uri, "application/json", text) : NULL;
         vg_free(text);
         json_decref(v);

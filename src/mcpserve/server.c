@@ -4,6 +4,7 @@
  * transport. The catalogue of tools and resources is agents.c.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "mcpserve/mcpserve.h"
 
@@ -351,7 +352,7 @@ static void link_unref(struct stdio_link *l)
 
 static char *id_key(const json_t *id)
 {
-    return id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    return id ? vg_json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
 }
 
 /* The reader's look at a line: a request's id is open; a cancellation of an open one noted. */
@@ -440,7 +441,7 @@ static struct line *next_line(struct stdio_link *l)
 static void send_message(struct stdio_link *l, json_t *msg)
 {
     if (!l->out_broken &&
-        (json_dumpf(msg, l->out, JSON_COMPACT) || fputc('\n', l->out) == EOF || fflush(l->out)))
+        (vg_json_dumpf(msg, l->out, JSON_COMPACT) || fputc('\n', l->out) == EOF || fflush(l->out)))
         l->out_broken = 1;
     json_decref(msg);
 }

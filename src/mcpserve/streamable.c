@@ -19,6 +19,7 @@
  * alone, its Mcp-Method and Mcp-Name headers checked against the body.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "mcpserve/mcpserve.h"
 
@@ -150,7 +151,7 @@ static int end_session(struct vg_mcpserve_sessions *t, const char *id)
 /* The answer: status and a JSON-RPC message (taken) as the body. */
 static void answer(struct vg_mcpserve_http_answer *a, int status, json_t *msg)
 {
-    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    char *text = msg ? vg_json_dumps(msg, JSON_COMPACT) : NULL;
     json_decref(msg);
     a->status = status;
     a->body = vg_strdup(text ? text
@@ -199,7 +200,7 @@ static int running_find(struct vg_mcpserve_sessions *t, const char *session, con
 static int running_mark(struct vg_mcpserve_sessions *t, const char *session, const json_t *id,
                         int on)
 {
-    char *key = session ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char *key = session ? vg_json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     if (!key || strlen(key) >= sizeof t->running[0].id) {
         free(key);
         return 0;
@@ -223,7 +224,7 @@ static int running_mark(struct vg_mcpserve_sessions *t, const char *session, con
 static void running_cancel(struct vg_mcpserve_sessions *t, const char *session,
                            const json_t *request_id)
 {
-    char *key = request_id ? json_dumps(request_id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char *key = request_id ? vg_json_dumps(request_id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     pthread_mutex_lock(&t->mu);
     int i = key ? running_find(t, session, key) : -1;
     if (i >= 0)
@@ -253,7 +254,7 @@ static int http_cancelled(void *user, const json_t *id)
         return p->gone && p->gone(p->user);
     if (!p->session)
         return 0;
-    char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *key = vg_json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
     pthread_mutex_lock(&p->t->mu);
     int i = key ? running_find(p->t, p->session, key) : -1;
     int yes = i >= 0 && p->t->running[i].cancelled;
@@ -265,7 +266,7 @@ static int http_cancelled(void *user, const json_t *id)
 /* One JSON-RPC message (taken) as an SSE event on io's stream. */
 static void stream_event(const struct vg_mcpserve_stream_io *io, json_t *msg)
 {
-    char *text = json_dumps(msg, JSON_COMPACT); /* compact: no raw newline in the data line */
+    char *text = vg_json_dumps(msg, JSON_COMPACT); /* compact: no raw newline in the data line */
     json_decref(msg);
     if (!text)
         return;
@@ -405,7 +406,7 @@ static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const ch
                                  .user = q->user,
                                  .id = m->id};
     if (running_mark(t, session, m->id, 1) < 0) {
-        char *key = json_dumps(m->id, JSON_ENCODE_ANY | JSON_COMPACT);
+        char *key = vg_json_dumps(m->id, JSON_ENCODE_ANY | JSON_COMPACT);
         json_t *e = vg_rpc_error(m->id, VG_RPC_INVALID_REQUEST,
                                  "Invalid Request: id %.60s is in use by a request of this "
                                  "session still running; give each request in flight an id "

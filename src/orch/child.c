@@ -410,7 +410,7 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     if (strlen(session) > 100)
         snprintf(session, sizeof session, "spawn-results:%s", group);
     snprintf(turn, sizeof turn, "results:%s", group);
-    char *list = json_dumps(results, JSON_COMPACT | JSON_SORT_KEYS);
+    char *list = vg_json_dumps(results, JSON_COMPACT | JSON_SORT_KEYS);
     struct vg_buf b;
     vg_buf_init(&b, 1 << 20);
     vg_buf_printf(&b, "The agents you spawned have finished (group %s). Their results: %s", group,

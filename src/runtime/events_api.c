@@ -25,6 +25,7 @@
  * a gap there (src/http/events.c) and may see a position again.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "base/buf.h"
 #include "base/jscan.h"
@@ -210,7 +211,7 @@ static vigil_code split_events(json_t *events, vigil_event *list, char **texts, 
         if (!data || (key && !json_is_string(key) && !json_is_null(key)))
             return VG_FAIL(err, VIGIL_EINVAL,
                            "an event needs a kind (1..100 bytes) and data, and a key is a string");
-        if (!(texts[i] = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY)))
+        if (!(texts[i] = vg_json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY)))
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending an event");
         list[i] = (vigil_event){.kind = json_string_value(json_object_get(ev, "kind")),
                                 .agent_id = json_string_value(json_object_get(ev, "agent_id")),
@@ -297,7 +298,7 @@ vigil_code vigil_events_read(vigil_runtime *rt, int64_t after, const char *agent
     vigil_code rc = rd.out ? vg_store_scan(env->store, &q, add_event, &rd, err) : VIGIL_ENOMEM;
     if (!rc && rd.rc)
         rc = VG_FAIL(err, rd.rc, "out of memory reading events");
-    if (!rc && !(*out_json = json_dumps(rd.out, JSON_COMPACT)))
+    if (!rc && !(*out_json = vg_json_dumps(rd.out, JSON_COMPACT)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading events");
     json_decref(rd.out);
     return rc;

@@ -141,7 +141,7 @@ static vigil_code close_open_calls(struct vg_env *env, struct vg_run *run,
             continue;
         json_t *o = json_pack("{s:s, s:s?, s:s?}", "recovery", recovery_of(c->op_before, after),
                               "operation_id", c->op_id, "operation_status", *after ? after : NULL);
-        char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        char *text = o ? vg_json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         rc = text ? vg_journal_tool_call_finished(run, c->id, "crashed", text, NULL, 0, err)
                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory closing a crashed tool call");
         vg_free(text);

@@ -8,6 +8,7 @@
  * (vg_journal_prune_trace); the other classes' are records.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "agent/agent.h"
 #include "journal/journal.h"
@@ -408,7 +409,7 @@ vigil_code vigil_prune(vigil_runtime *rt, const vigil_prune_options *o, char **r
     }
     after = p.dry ? used_before : used_bytes(&p);
     json_t *out = rc ? NULL : report_json(&p, p.budget, used_before, after, vacuumed);
-    char *text = out ? json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *text = out ? vg_json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!rc && !text)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a prune");
     if (!rc && report)
@@ -481,7 +482,7 @@ vigil_code vigil_retention_holds(vigil_runtime *rt, char **json_out, vigil_error
     json_t *a = json_array();
     vigil_code rc = a ? vg_store_scan(rt->env.store, &q, hold_list_cb, a, err)
                       : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing holds");
-    char *text = rc ? NULL : json_dumps(a, JSON_COMPACT);
+    char *text = rc ? NULL : vg_json_dumps(a, JSON_COMPACT);
     json_decref(a);
     if (!rc && !text)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing holds");

@@ -4,6 +4,7 @@
  * an agent is named, else with the config's limits and no host tools.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "config/config.h"
 #include "os/fs.h"
@@ -14,7 +15,7 @@
 
 static vigil_code give_json(json_t *v, char **out_json, vigil_error *err)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *s = v ? vg_json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(v);
     if (!s)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing the sandbox's answer");

@@ -4,6 +4,7 @@
  * HTTP API: the HTTP peer below) and vigil_sync_serve (one message, what the daemon's routes run).
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "model/http.h"
 #include "runtime/runtime_int.h"
@@ -32,7 +33,7 @@ static vigil_code summarize(const char *host, const char *peer_host,
     json_t *summary = json_pack("{s:s, s:s, s:o, s:o, s:I}", "host", host, "peer_host", peer_host,
                                 "sent", direction(sent), "received", direction(received), "holes",
                                 (json_int_t)(sent->holes + received->holes));
-    char *text = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
+    char *text = summary ? vg_json_dumps(summary, JSON_COMPACT) : NULL;
     json_decref(summary);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory summing up a sync");

@@ -6,6 +6,7 @@
  * shutdown flag cancels the run between model calls.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "loop/loop.h"
 #include "model/model.h"
@@ -107,7 +108,7 @@ static void put_changed_tokens(struct vg_buf *b, json_t *tokens)
             break;
         used += len;
     }
-    char *text = json_dumps(shown, JSON_COMPACT);
+    char *text = vg_json_dumps(shown, JSON_COMPACT);
     vg_buf_printf(b, " Changed since your last wake: %s", text ? text : "[]");
     if (shown_n < n)
         vg_buf_printf(b, " and %zu more", n - shown_n);
@@ -150,7 +151,7 @@ static char *wake_delta(vigil_runtime *rt, const struct vg_wake_job *job)
     put_changed_tokens(&b, job->tokens);
     json_t *catchup = job->meta ? json_object_get(job->meta, "timer_catchup") : NULL;
     if (catchup) {
-        char *c = json_dumps(catchup, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *c = vg_json_dumps(catchup, JSON_COMPACT | JSON_ENCODE_ANY);
         vg_buf_printf(&b, " Timer catch-up after downtime: %s.", c ? c : "yes");
         vg_free(c);
     }

@@ -8,6 +8,7 @@
  * running out of memory is a clean memory_limit, not a crash.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "sandbox/lua_child.h"
 #include "sandbox/sandbox.h"
@@ -288,7 +289,7 @@ static int l_json_encode(lua_State *L)
 {
     luaL_checkany(L, 1);
     json_t *v = to_json(L, 1, 0);
-    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *s = v ? vg_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(v);
     if (!s)
         return luaL_error(L, "vigil.json_encode: the value cannot be JSON (a function, a "
@@ -374,7 +375,7 @@ static int bridge_call(lua_State *L, const char *op, json_t *req)
     json_int_t id = link_state.next_id++;
     json_object_set_new(req, "id", json_integer(id));
     json_object_set_new(req, "op", json_string(op));
-    char *line = json_dumps(req, JSON_COMPACT);
+    char *line = vg_json_dumps(req, JSON_COMPACT);
     json_decref(req);
     if (!line)
         return luaL_error(L, "vigil.%s: the request cannot be JSON", op);
@@ -552,7 +553,7 @@ static void open_safe(lua_State *L)
 
 static void send_final(json_t *msg)
 {
-    char *line = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    char *line = msg ? vg_json_dumps(msg, JSON_COMPACT) : NULL;
     json_decref(msg);
     if (!line) { /* the value could not be JSON: say so in a form that always encodes */
         static const char fallback[] =
@@ -605,7 +606,7 @@ static void warm_state(lua_State *L)
         lua_pcall(L, 0, 1, 0) == LUA_OK) {
         json_t *v = to_json(L, lua_gettop(L), 0);
         json_t *msg = v ? json_pack("{s:s, s:o}", "op", "result", "value", v) : NULL;
-        char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+        char *s = msg ? vg_json_dumps(msg, JSON_COMPACT) : NULL;
         free(s);
         json_decref(msg);
     }

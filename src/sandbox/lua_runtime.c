@@ -8,6 +8,7 @@
  * the host).
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "os/clock.h"
 #include "os/fiber.h"
@@ -147,7 +148,7 @@ static void fail(struct vg_code_result *r, const char *code, const char *fmt, ..
 
 static void queue_answer(struct exec *x, json_t *a)
 {
-    char *s = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    char *s = a ? vg_json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);
     size_t n = s ? strlen(s) : 0;
     char *b = s ? vg_realloc(x->ans, x->ans_len + n + 1) : NULL;

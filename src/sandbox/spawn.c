@@ -8,6 +8,7 @@
  * to confine itself (confine.c) and run.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn_int.h"
@@ -246,7 +247,7 @@ vigil_code vg_sandbox_check_layers(const struct vg_sandbox_spec *s, unsigned *ma
     unsigned missing = s->required & ~p.offered;
     if (missing) {
         json_t *names = vg_sandbox_layers_json(missing);
-        char *text = names ? json_dumps(names, JSON_COMPACT) : NULL;
+        char *text = names ? vg_json_dumps(names, JSON_COMPACT) : NULL;
         vigil_code rc = VG_FAIL(err, VIGIL_EUNSUPPORTED,
                                 "the sandbox needs %s, which this machine does not offer (%s); "
                                 "list them in sandbox.accept_missing to run with less",

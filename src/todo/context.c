@@ -10,6 +10,7 @@
 #include "todo/todo_int.h"
 
 #include "base/buf.h"
+#include "base/json.h"
 
 /* The longest report of a linked task given in full; a longer one is cut, saying so. */
 #define LINKED_REPORT_MAX 1000
@@ -103,8 +104,10 @@ static char *task_text(vigil_runtime *rt, struct vg_todo *t, const char *agent_i
     for (size_t i = 0; changed && i < n; i++)
         if (tokens[i] && of_task(task, tokens[i]))
             json_array_append_new(changed, json_string(tokens[i]));
-    char *task_json = json_dumps(task, JSON_COMPACT), *links_json = json_dumps(links, JSON_COMPACT),
-         *changed_json = json_dumps(changed, JSON_COMPACT), *report = current_report(rt, agent_id);
+    char *task_json = vg_json_dumps(task, JSON_COMPACT),
+         *links_json = vg_json_dumps(links, JSON_COMPACT),
+         *changed_json = vg_json_dumps(changed, JSON_COMPACT),
+         *report = current_report(rt, agent_id);
     struct vg_buf b;
     vg_buf_init(&b, 0);
     vg_buf_printf(&b,
@@ -121,7 +124,7 @@ static char *task_text(vigil_runtime *rt, struct vg_todo *t, const char *agent_i
                            : "This is your first wake: you have no report yet. Write an initial "
                              "report of the task with set_report, and record what you notice "
                              "with record_observations.");
-    free(task_json), free(links_json), free(changed_json), free(report);
+    vg_free(task_json), vg_free(links_json), vg_free(changed_json), free(report);
     json_decref(changed);
     json_decref(links);
     char *out = vg_buf_detach(&b, NULL);

@@ -3,6 +3,7 @@
  * operation in one transaction together with the record of its operation id.
  */
 #include "todo/todo_int.h"
+#include "base/json.h"
 
 #include "os/clock.h"
 #include "os/ids.h"
@@ -390,7 +391,7 @@ static json_t *reply_of(struct todo_change *c)
 static vigil_code record_applied(struct vg_todo *t, const char *op, const char *operation_id,
                                  const json_t *reply, vigil_error *err)
 {
-    char *text = json_dumps(reply, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = vg_json_dumps(reply, JSON_COMPACT | JSON_SORT_KEYS);
     vigil_code rc;
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an operation");

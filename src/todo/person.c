@@ -7,6 +7,7 @@
  * person did. Only include/vigil.h, as any embedding program would write it.
  */
 #include "todo/todo_int.h"
+#include "base/json.h"
 
 /* The task agent's tools (S3-045), and get_task to read its task. */
 #define TASK_AGENT_TOOLS                                                                           \
@@ -80,7 +81,7 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
     agent_name(task_id, name);
     snprintf(prompt, sizeof prompt, task_agent_prompt, task_id);
     json_t *scopes = json_pack("[s]", scope);
-    char *scopes_text = json_dumps(scopes, JSON_COMPACT);
+    char *scopes_text = vg_json_dumps(scopes, JSON_COMPACT);
     json_decref(scopes);
     snprintf(config, sizeof config,
              "{\"tools\":" TASK_AGENT_TOOLS ",\"capabilities\":" TASK_AGENT_CAPABILITIES
@@ -98,11 +99,11 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
         return rc;
     /* Its active-task slot is the task (S3-044): what it works on, in its durable state. */
     json_t *slot = json_pack("{s:s}", "active_task", task_id);
-    char *slot_text = slot ? json_dumps(slot, JSON_COMPACT) : NULL;
+    char *slot_text = slot ? vg_json_dumps(slot, JSON_COMPACT) : NULL;
     json_decref(slot);
     rc = slot_text ? vigil_agent_slots_set(rt, id, slot_text, err)
                    : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
-    free(slot_text);
+    vg_free(slot_text);
     if (rc)
         return rc;
     snprintf(spec_json, sizeof spec_json, "{\"id\":\"watch-%s\",\"tokens\":[\"%s\"]}", task_id,

@@ -13,10 +13,11 @@
  * here nothing found means nothing applied (the change and its record commit together).
  */
 #include "todo/todo_int.h"
+#include "base/json.h"
 
 static vigil_code reply_text(const json_t *reply, char **out, vigil_error *err)
 {
-    char *text = json_dumps(reply, JSON_COMPACT);
+    char *text = vg_json_dumps(reply, JSON_COMPACT);
     /* The gate frees the reply with free(): hand it a copy made by malloc, not vg_malloc. */
     *out = text ? strdup(text) : NULL;
     free(text);

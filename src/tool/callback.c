@@ -4,6 +4,7 @@
  * optional lookup callback makes the tool reconcilable after a crash.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "tool/tool.h"
 
@@ -51,7 +52,7 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
                          struct vg_tool_response *r, vigil_error *err)
 {
     struct cb_provider *c = (struct cb_provider *)p;
-    char *args = json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
+    char *args = vg_json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
     char *text = NULL;
     vigil_error e = {0};
     if (!args)

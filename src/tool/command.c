@@ -7,6 +7,7 @@
  * whole process group is killed and reaped before the call returns.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "base/buf.h"
 #include "os/clock.h"
@@ -254,7 +255,7 @@ static int spawn_script(pid_t *pid, char **argv, char **env, const posix_spawn_f
 static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
                              const struct vg_tool_request *q, vigil_error *err)
 {
-    k->input = json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
+    k->input = vg_json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
     int made = k->input ? make_call(c, q, k->extra, &k->cs, k->missing) : -1;
     if (made < 0)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a command tool");

@@ -54,7 +54,8 @@ struct call_st {
     json_t *config;        /* a reference: the agent's, or its copy narrowed by a grant */
     json_t *args;          /* owned copy */
     json_t *scopes;        /* owned: sorted allowed scopes */
-    char *canon;           /* owned: canonical arguments */
+    char *canon;           /* owned: canonical arguments, as stored and shown */
+    char *hashed;          /* owned: their hashed text where it differs (reals), else NULL */
     char args_hash[65];
     char scope_snapshot[1024];
     char targets[1024];
@@ -518,6 +519,18 @@ static char *canonical(json_t *args)
     return vg_json_dump(args, 1);
 }
 
+/* The text a call's operation id and argument hash are taken over: the canonical text, but with
+ * reals as %.17g (vg_json_hash_text), so that ids of calls started before session 37 (whose
+ * canonical text was that) stay the same. *owned is set when it is not canon itself, for
+ * arguments holding a real; NULL when out of memory. */
+static const char *hashed_text(json_t *args, const char *canon, char **owned)
+{
+    *owned = NULL;
+    if (!vg_json_has_real(args))
+        return canon;
+    return *owned = vg_json_hash_text(args);
+}
+
 /* The operation id from the arguments' canonical text (the gate has it already). */
 static void operation_id_of(const char *agent_id, const char *run_key, const char *tool,
                             const char *canon, const char *scope_snapshot, const char *targets,
@@ -536,7 +549,7 @@ vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const
                                 json_t *args, const char *scope_snapshot, const char *targets,
                                 char out[65], vigil_error *err)
 {
-    char *canon = canonical(args);
+    char *canon = vg_json_hash_text(args);
     if (!canon)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory hashing tool arguments");
     operation_id_of(agent_id, run_key, tool, canon, scope_snapshot, targets, out);
@@ -1283,7 +1296,7 @@ static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, 
     vigil_code rc = vg_store_begin(x->env->store, err);
     if (!rc) {
         int inserted = 0;
-        char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+        char *text = vg_json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
         struct vg_record rec = {.kind = "in_doubt",
                                 .id = st->op_id,
                                 .owner = st->agent_id,
@@ -1469,7 +1482,7 @@ static vigil_code scope_snapshot(struct call_st *st, vigil_error *err)
     if (len >= sizeof st->scope_snapshot) {
         /* Too long to keep verbatim: its hash stands in (ids stay stable). */
         char h[65];
-        char *canon = canonical(st->scopes);
+        char *canon = vg_json_hash_text(st->scopes);
         if (!canon)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading scopes");
         vg_sha256_hex(h, canon, strlen(canon));
@@ -1550,6 +1563,7 @@ static void st_release(struct call_st *st)
     json_decref(st->scopes);
     json_decref(st->op_kept);
     vg_free(st->canon);
+    vg_free(st->hashed);
 }
 
 /* The caller's held-back charge (carry), into the caller's open transaction on its own: the
@@ -1766,9 +1780,11 @@ static vigil_code gate_arguments(struct call_st *st, struct refusal *r, vigil_er
     vigil_code rc;
     if (!r->code && (rc = check_arguments(st, r, err)))
         return rc;
-    if (!(st->canon = canonical(st->args)))
+    const char *hashed;
+    if (!(st->canon = canonical(st->args)) ||
+        !(hashed = hashed_text(st->args, st->canon, &st->hashed)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
-    vg_sha256_hex(st->args_hash, st->canon, strlen(st->canon));
+    vg_sha256_hex(st->args_hash, hashed, strlen(hashed));
     return VIGIL_OK;
 }
 
@@ -2187,8 +2203,8 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
     if (!r.code)
         r.code = check_scope(x, st, r.msg, sizeof r.msg);
     const char *op_key = st->ctx->operation_key ? st->ctx->operation_key : st->run_key;
-    operation_id_of(st->agent_id, op_key, st->tool, st->canon, st->scope_snapshot, st->targets,
-                    st->op_id);
+    operation_id_of(st->agent_id, op_key, st->tool, st->hashed ? st->hashed : st->canon,
+                    st->scope_snapshot, st->targets, st->op_id);
     if (r.code)
         return refuse(x, st, r.code, r.msg, out, err);
     if (st->preview_only)

@@ -8,6 +8,7 @@
  * it.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "loop/loop.h"
 #include "tool/tool.h"
@@ -90,7 +91,7 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
         o.content = NULL;
     } else {
         json_t *j = vg_tool_outcome_json(&o);
-        out->content = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        out->content = j ? vg_json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(j);
     }
     out->is_error = o.code != VG_TOOL_OK;
@@ -180,7 +181,7 @@ static vigil_code approval_note(struct vg_tool_executor *x, const json_t *a, jso
             return rc;
         }
         json_t *j = vg_tool_outcome_json(&o);
-        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        char *text = j ? vg_json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         vg_buf_printf(&b, "A person approved your pending call of %s (approval %s); it ran: %s",
                       tool ? tool : "a tool", id, text ? text : "(no result)");
         if (!(call = approved_call(a, &o, o.content ? o.content : text)))

@@ -11,6 +11,7 @@
 #include "base/common.h"
 
 #include "base/buf.h"
+#include "base/json.h"
 #include "tool/schema.h"
 #include "tool/schema_int.h"
 
@@ -163,8 +164,12 @@ static void path_str(const struct seg *p, char *out, size_t cap)
 /* Compact JSON text of a value, truncated with "..." to fit. */
 static void json_str(const json_t *j, char *out, size_t cap)
 {
-    size_t n =
-        json_dumpb(j, out, cap - 1, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    char *text =
+        vg_json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY); /* 0.8, not 0.80000000000000004 */
+    size_t n = text ? strlen(text) : 0;
+    if (n)
+        memcpy(out, text, VG_MIN(n, cap - 1));
+    vg_free(text);
     if (n == 0) {
         snprintf(out, cap, "?");
     } else if (n >= cap - 1) {

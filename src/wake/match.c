@@ -8,6 +8,7 @@
  * only for entity-id tokens (semantic keys and subtypes are never looked up).
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "agent/agent.h"
 #include "base/hash.h"
@@ -406,7 +407,7 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
         goto out;
     }
     {
-        char *text = json_dumps(mark, JSON_COMPACT);
+        char *text = vg_json_dumps(mark, JSON_COMPACT);
         struct vg_record r = {.kind = "wake_batch",
                               .id = b->identity,
                               .owner = "",

@@ -112,8 +112,18 @@ TEST(sha256_known_vector_and_parts)
     ASSERT(strcmp(ha, hb) != 0);
 }
 
-/* The canonical writer gives jansson's sorted compact text, byte for byte (fuzz_canonical_json
- * checks the same on arbitrary input), and fails on a string that is not UTF-8. */
+static void jansson_free(void *p)
+{
+    json_malloc_t jm;
+    json_free_t jf;
+    json_get_alloc_funcs(&jm, &jf);
+    jf(p);
+}
+
+/* The canonical writer gives jansson's sorted compact text, byte for byte where the value holds
+ * no real, the same value where it does, and vg_json_hash_text jansson's text byte for byte
+ * always (fuzz_canonical_json checks the same on arbitrary input); it fails on a string that is
+ * not UTF-8. */
 TEST(canonical_json_matches_jansson)
 {
     static const char *const docs[] = {
@@ -131,11 +141,17 @@ TEST(canonical_json_matches_jansson)
         struct vg_buf b;
         vg_buf_init(&b, 1 << 20);
         ASSERT_EQ(vg_json_put_canonical(&b, v), 0);
-        ASSERT_STREQ(b.data, want);
-        json_malloc_t jm;
-        json_free_t jf;
-        json_get_alloc_funcs(&jm, &jf);
-        jf(want);
+        if (vg_json_has_real(v)) {
+            json_t *back = json_loads(b.data, JSON_DECODE_ANY, NULL);
+            ASSERT(back && json_equal(back, v));
+            json_decref(back);
+        } else {
+            ASSERT_STREQ(b.data, want);
+        }
+        char *hashed = vg_json_hash_text(v);
+        ASSERT_STREQ(hashed, want);
+        vg_free(hashed);
+        jansson_free(want);
         vg_buf_release(&b);
         json_decref(v);
     }
@@ -145,6 +161,87 @@ TEST(canonical_json_matches_jansson)
     ASSERT_EQ(vg_json_put_canonical(&b, bad), -1);
     vg_buf_release(&b);
     json_decref(bad);
+}
+
+/* Every writer gives a real as the fewest digits that read back as the same double (trial J5:
+ * a confidence of 0.8 came back 0.80000000000000004), in jansson's form otherwise; a text
+ * stored in jansson's %.17g reads as the same double and is written short; vg_json_hash_text
+ * keeps %.17g, the text operation ids were hashed over before. */
+TEST(reals_are_written_with_the_fewest_digits_that_read_back)
+{
+    static const struct {
+        const char *given, *written;
+    } cases[] = {{"0.8", "0.8"},
+                 {"0.80000000000000004", "0.8"}, /* as stored before session 37 */
+                 {"21.5", "21.5"},
+                 {"9.99", "9.99"},
+                 {"-2.5e-3", "-0.0025"},
+                 {"0.30000000000000004", "0.30000000000000004"}, /* 0.1 + 0.2: 17 needed */
+                 {"1e-300", "1e-300"},
+                 {"5e-324", "5e-324"}, /* the least subnormal */
+                 {"2.2250738585072014e-308", "2.2250738585072014e-308"},
+                 {"1.7976931348623157e308", "1.7976931348623157e308"},
+                 {"-1.7976931348623157e308", "-1.7976931348623157e308"},
+                 {"100.0", "100.0"},
+                 {"1e22", "1e22"},
+                 {"-0.0", "-0.0"},
+                 {"123456789.125", "123456789.125"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        json_t *v = json_loads(cases[i].given, JSON_DECODE_ANY, NULL);
+        ASSERT(json_is_real(v));
+        char *text = vg_json_dump(v, 1), *laid = vg_json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
+        ASSERT_STREQ(text, cases[i].written);
+        ASSERT_STREQ(laid, cases[i].written);
+        json_t *back = json_loads(text, JSON_DECODE_ANY, NULL);
+        ASSERT(json_is_real(back) && memcmp(&(double){json_real_value(back)},
+                                            &(double){json_real_value(v)}, sizeof(double)) == 0);
+        char *want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY), *hashed = vg_json_hash_text(v);
+        ASSERT_STREQ(hashed, want); /* jansson's %.17g, as every hash before */
+        jansson_free(want);
+        vg_free(hashed);
+        vg_free(laid);
+        vg_free(text);
+        json_decref(back);
+        json_decref(v);
+    }
+    json_t *args = json_pack("{s:f, s:s}", "confidence", 0.8, "scope", "daily");
+    char *text = vg_json_dump(args, 1), *hashed = vg_json_hash_text(args);
+    ASSERT_STREQ(text, "{\"confidence\":0.8,\"scope\":\"daily\"}");
+    ASSERT_STREQ(hashed, "{\"confidence\":0.80000000000000004,\"scope\":\"daily\"}");
+    ASSERT(vg_json_has_real(args));
+    vg_free(text);
+    vg_free(hashed);
+    json_decref(args);
+}
+
+/* vg_json_dumps lays JSON out as json_dumps does with the same flags (indented, spaced,
+ * compact, keys sorted or in their order), byte for byte where no real is involved. */
+TEST(json_dumps_layouts_match_jansson)
+{
+    static const size_t flags[] = {0,
+                                   JSON_INDENT(2),
+                                   JSON_INDENT(1) | JSON_SORT_KEYS,
+                                   JSON_INDENT(3) | JSON_COMPACT,
+                                   JSON_COMPACT,
+                                   JSON_COMPACT | JSON_SORT_KEYS,
+                                   JSON_SORT_KEYS};
+    const char *doc = "{\"b\":[1,{\"y\":[],\"x\":{}},[\"s\",null,[true,false]]],\"a\":\"\\u00e9\","
+                      "\"c\":{\"q\":{\"r\":-3}},\"e\":[]}";
+    json_t *v = json_loads(doc, 0, NULL);
+    ASSERT(v);
+    for (size_t i = 0; i < VG_ARRAY_LEN(flags); i++) {
+        char *want = json_dumps(v, flags[i]), *got = vg_json_dumps(v, flags[i]);
+        ASSERT_STREQ(got, want);
+        jansson_free(want);
+        vg_free(got);
+    }
+    json_t *scalar = json_string("x");
+    ASSERT(!vg_json_dumps(scalar, JSON_INDENT(2))); /* as json_dumps: no scalar without ANY */
+    char *any = vg_json_dumps(scalar, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    ASSERT_STREQ(any, "\"x\"");
+    vg_free(any);
+    json_decref(scalar);
+    json_decref(v);
 }
 
 /* Text that is canonical already is known as such (so it is stored without a parse), and what
@@ -457,6 +554,8 @@ int main(void)
     RUN(buf_reports_out_of_memory);
     RUN(sha256_known_vector_and_parts);
     RUN(canonical_json_matches_jansson);
+    RUN(reals_are_written_with_the_fewest_digits_that_read_back);
+    RUN(json_dumps_layouts_match_jansson);
     RUN(canonical_text_is_known_as_such);
     RUN(json_string_writers_escape_at_every_offset);
     RUN(json_fields_match_the_canonical_writer);

@@ -13,7 +13,7 @@ expect 0 agent create --name Runner --config '{"tools":["set_report"]}'
 id=$OUT
 cat >"$T/tool.json" <<'JSON'
 {"vigil_cassette":1,"exchanges":[
- {"response":{"tool_calls":[{"id":"t1","name":"set_report","arguments":{"scope":"current","markdown":"# Status\nall good"}}]}},
+ {"response":{"tool_calls":[{"id":"t1","name":"set_report","arguments":{"scope":"current","markdown":"# Status\nall good","confidence":0.8}}]}},
  {"response":{"text":"Report written."}}]}
 JSON
 for i in 1 2 3; do expect 0 chat "$id" -m "turn $i"; done
@@ -39,6 +39,8 @@ expect 0 runs tools "$run"
 has "$OUT" "set_report"
 expect 0 runs tools "$run" --json
 tool=$(printf '%s' "$OUT" | sed -n 's/.*"tool_call_id": "\([^"]*\)".*/\1/p' | head -n 1)
+# The stored arguments' real as given, not jansson's 0.80000000000000004 (trial J5).
+has "$OUT" '{\"confidence\":0.8,\"markdown\"'
 expect 0 runs tool "$tool"
 has "$OUT" "tool         set_report"
 has "$OUT" "all good"

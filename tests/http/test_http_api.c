@@ -1617,7 +1617,7 @@ static void real_answer(json_t *doc, const char *method, const char *templ, cons
 
 /* A report written through the gate with its confidence and sources is read back over HTTP,
  * its earlier one as history, each checked against the document's schema; bad queries are 400,
- * a scope without a report 404. proves: S0-134 */
+ * a scope without a report 404; the confidence comes back as it was given, 0.8. proves: S0-134 */
 TEST(reports_over_http)
 {
     char path[256], id[64];
@@ -1633,11 +1633,16 @@ TEST(reports_over_http)
                      "{\"arguments\":{\"scope\":\"daily\",\"markdown\":\"# first day\"}}"));
     json_decref(call(200, "POST", path,
                      "{\"arguments\":{\"scope\":\"daily\",\"markdown\":\"# second day\","
-                     "\"confidence\":0.5,\"sources\":[\"task-7\",\"https://example.org/a\"]}}"));
+                     "\"confidence\":0.8,\"sources\":[\"task-7\",\"https://example.org/a\"]}}"));
     snprintf(path, sizeof path, "/v1/agents/%s/report?scope=daily&history=5", id);
+    /* the confidence as given, not jansson's 0.80000000000000004 (trial J5) */
+    struct live_resp raw;
+    ASSERT_EQ(live_req(&L, "GET", path, NULL, NULL, 1, &raw), 200);
+    ASSERT_CONTAINS(raw.body, "\"confidence\":0.8,");
+    live_resp_free(&raw);
     json_t *v = call(200, "GET", path, NULL), *r = json_object_get(v, "report");
     ASSERT_STREQ(json_string_value(json_object_get(r, "markdown")), "# second day");
-    ASSERT(json_real_value(json_object_get(r, "confidence")) == 0.5);
+    ASSERT(json_real_value(json_object_get(r, "confidence")) == 0.8);
     ASSERT_STREQ(json_string_value(json_array_get(json_object_get(r, "sources"), 1)),
                  "https://example.org/a");
     ASSERT(json_is_false(json_object_get(r, "stale")));

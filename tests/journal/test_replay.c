@@ -9,6 +9,7 @@
  */
 #include "journal/journal_fixture.h"
 
+#include "base/buf.h"
 #include "journal/journal_int.h"
 
 #include <jansson.h>
@@ -450,6 +451,46 @@ TEST(a_run_stored_in_the_full_form_replays)
     fx_close(&a);
 }
 
+/* A run's projection stored before session 37 holds its reals (a call's arguments) as jansson
+ * wrote them, 0.80000000000000004, where the canonical writer now writes 0.8: replay still
+ * finds the stored projection the one it rebuilds (the same values), and a stored projection
+ * that differs in value still does not match. */
+TEST(a_projection_stored_with_long_reals_still_matches)
+{
+    struct fx a;
+    fx_open(&a, "jr_long_reals", 7);
+    char call[37], run_id[37];
+    struct vg_run *run = fx_run(&a, FX_AGENT, "reals-key");
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    ASSERT_OK(vg_journal_tool_call_started(run, "set_report", "op-1",
+                                           "{\"confidence\":0.8,\"scope\":\"daily\"}", call, E));
+    vg_journal_run_free(run);
+    static const char *const as_stored[] = {"0.80000000000000004", "0.80000000000000016"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(as_stored); i++) {
+        struct vg_record *r = NULL;
+        ASSERT_OK(vg_store_get_copy(a.store, PROJECTION_KIND, run_id, &r, E));
+        char *at = strstr(r->body, "\"confidence\":0.8");
+        ASSERT(at);
+        struct vg_buf body;
+        vg_buf_init(&body, 0);
+        vg_buf_append(&body, r->body, (size_t)(at - r->body) + strlen("\"confidence\":"));
+        vg_buf_puts(&body, as_stored[i]);
+        vg_buf_puts(&body, at + strlen("\"confidence\":0.8"));
+        ASSERT_OK(vg_buf_finish(&body, E));
+        struct vg_record w = *r;
+        w.body = body.data;
+        ASSERT_OK(vg_store_update(a.store, &w, r->rev, E));
+        vg_buf_release(&body);
+        vg_free(r);
+        char *text = NULL;
+        ASSERT_OK(vg_journal_replay(a.store, run_id, &text, E));
+        ASSERT_CONTAINS(text, i == 0 ? "\"stored_projection_matches\":true"
+                                     : "\"stored_projection_matches\":false");
+        vg_free(text);
+    }
+    fx_close(&a);
+}
+
 /* The output of a finished call, as vg_journal_run_tool gives it (canonical JSON). */
 static char *call_output(struct vg_store *s, const char *call)
 {
@@ -618,6 +659,7 @@ int main(void)
     RUN(independent_of_live_state);
     RUN(damaged_journal_refused);
     RUN(a_run_stored_in_the_full_form_replays);
+    RUN(a_projection_stored_with_long_reals_still_matches);
     RUN(a_tool_calls_output_is_stored_once);
     RUN(a_tool_calls_output_lives_in_its_result_message);
     return 0;

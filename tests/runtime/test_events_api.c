@@ -225,6 +225,32 @@ TEST(a_list_append_gives_each_event_its_position)
     vigil_runtime_close(rt);
 }
 
+/* An event's reals come back as the fewest digits that read back the same (trial J5): given
+ * as 0.8 or as jansson wrote them before session 37, 0.80000000000000004 (an event stored then,
+ * or data text given to vigil_events_append_list), they read 0.8. */
+TEST(reals_in_event_data_read_back_short)
+{
+    char path[4200];
+    vigil_error err = {0};
+    int64_t first = 0;
+    snprintf(path, sizeof path, "%s/events.db", vg_test_tmpdir("events_reals"));
+    vigil_runtime *rt = open_rt(path);
+    ASSERT_EQ(vigil_events_append(rt,
+                                  "[{\"kind\":\"message\",\"data\":{\"confidence\":0.8,"
+                                  "\"temperature\":21.5,\"least\":5e-324}}]",
+                                  &first, &err),
+              VIGIL_OK);
+    vigil_event old[] = {
+        {.kind = "message", .data_json = "{\"confidence\":0.80000000000000004,\"price\":9.99}"}};
+    ASSERT_EQ(vigil_events_append_list(rt, old, 1, &err), VIGIL_OK);
+    char *text = NULL;
+    ASSERT_EQ(vigil_events_read(rt, 0, NULL, 10, &text, &err), VIGIL_OK);
+    ASSERT_CONTAINS(text, "{\"confidence\":0.8,\"temperature\":21.5,\"least\":5e-324}");
+    ASSERT_CONTAINS(text, "{\"confidence\":0.8,\"price\":9.99}");
+    vigil_free(text);
+    vigil_runtime_close(rt);
+}
+
 int main(void)
 {
     RUN(positions_reads_and_trims);
@@ -232,5 +258,6 @@ int main(void)
     RUN(a_commit_wakes_the_waiter);
     RUN(a_lost_append_never_gives_its_position_again);
     RUN(a_list_append_gives_each_event_its_position);
+    RUN(reals_in_event_data_read_back_short);
     return 0;
 }

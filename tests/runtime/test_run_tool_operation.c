@@ -147,7 +147,8 @@ TEST(a_call_made_by_hand_ends_in_the_words_of_a_run_tool_call)
  * The journal's readers stepped over a kept record with a scanner that declined any number
  * with a fraction, and took that as a corrupt message: `vigil runs show` and `runs tools` of
  * the run, and of every earlier run of its thread, failed with "message ... cannot be read"
- * (trial J1 of session 36). */
+ * (trial J1 of session 36). And the reals come back as given, 0.8, from vigil_run_tools and
+ * vigil_report_get (trial J5). */
 TEST(a_call_with_real_numbers_in_its_arguments_reads_back)
 {
     static const char reals[] =
@@ -169,6 +170,11 @@ TEST(a_call_with_real_numbers_in_its_arguments_reads_back)
     const char *run_id = json_string_value(json_object_get(turn, "run_id"));
     ASSERT(run_id);
     ASSERT_OK(vigil_run_tools(rt, run_id, NULL, 0, &out, E));
+    /* the stored arguments as given (their preview, JSON text in a string): the shortest
+     * digits, not jansson's 0.80000000000000004 (trial J5) */
+    ASSERT_CONTAINS(out, "\\\"ratio\\\":0.8,");
+    ASSERT_CONTAINS(out, "\\\"scale\\\":-0.0025,");
+    ASSERT(!strstr(out, "0000000"));
     json_t *list = json_loads(out, 0, NULL);
     vigil_free(out);
     ASSERT_EQ((int64_t)json_array_size(json_object_get(list, "items")), 2);
@@ -176,6 +182,9 @@ TEST(a_call_with_real_numbers_in_its_arguments_reads_back)
         ASSERT_STREQ(json_string_value(json_object_get(item(list, i), "status")), "succeeded");
     ASSERT_CONTAINS(json_string_value(json_object_get(item(list, 0), "input_preview")), "0.8");
     ASSERT_OK(vigil_run_show(rt, run_id, &out, E));
+    vigil_free(out);
+    ASSERT_OK(vigil_report_get(rt, agent, "daily", 0, &out, E));
+    ASSERT_CONTAINS(out, "\"confidence\":0.8,");
     vigil_free(out);
     json_decref(list);
     json_decref(turn);

@@ -6,6 +6,8 @@
  */
 #include "tool/tool_helpers.h"
 
+#include "base/hash.h"
+#include "base/json.h"
 #include "loop/loop.h"
 #include "wake/wake.h"
 
@@ -339,6 +341,57 @@ TEST(operation_ids_are_scoped_to_their_agent)
     ASSERT_OK(vg_tool_operation_id(b, "cli", "host_write", j, "", "", k2, E));
     ASSERT(strcmp(k1, k2) != 0);
     json_decref(j);
+    test_rt_close(&t);
+}
+
+/* Arguments with reals are stored and shown short since session 37 (0.8, not jansson's
+ * 0.80000000000000004), but their operation id and argument hash are taken over the text they
+ * were before, so a call started before the upgrade and retried after is recognized: the id
+ * below was computed by main's build of b50131f3 (vg_tool_operation_id, the same arguments). A
+ * retry whose text gives a real in other digits is the same call: replayed, no second effect.
+ * proves: S0-074 S0-075 */
+TEST(operation_ids_of_real_arguments_stay_those_before_the_short_reals)
+{
+    json_t *args = json_loads("{\"scope\":\"daily\",\"confidence\":0.8,\"temperature\":21.5,"
+                              "\"price\":9.99,\"tiny\":1e-300,\"least\":5e-324,"
+                              "\"most\":1.7976931348623157e308,\"n\":3}",
+                              0, NULL);
+    char id[65];
+    ASSERT_OK(vg_tool_operation_id("agent-j5", "run-j5", "set_report", args, "", "", id, E));
+    ASSERT_STREQ(id, "cce349199ff9e56ef5c23e760fc82f47ed97a47719d399f87ab4857f59680ef8");
+    json_decref(args);
+
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o1, o2;
+    open_rt(&t, "tool_real_ids");
+    make_agent(&t, CFG_ALL, a);
+    const char *given = "{\"scope\":\"current\",\"markdown\":\"# hi\",\"confidence\":0.8}";
+    call_tool(&t, a, "run-1", "set_report", given, &o1);
+    ASSERT_EQ(o1.code, VG_TOOL_OK);
+    json_t *act = message(&t, o1.action_id), *am = json_object_get(act, "metadata");
+    /* the argument hash is jansson's text's, as main's canonical writer wrote it */
+    json_t *parsed = json_loads(given, 0, NULL);
+    char *jansson_text = json_dumps(parsed, JSON_COMPACT | JSON_SORT_KEYS), hash[65];
+    ASSERT_CONTAINS(jansson_text, "0.80000000000000004");
+    vg_sha256_hex(hash, jansson_text, strlen(jansson_text));
+    ASSERT_STREQ(json_string_value(json_object_get(am, "argumentsHash")), hash);
+    free(jansson_text);
+    json_decref(parsed);
+    json_decref(act);
+    /* the same call, its real in jansson's 17 digits: the same operation, replayed */
+    call_tool(&t, a, "run-1", "set_report",
+              "{\"scope\":\"current\",\"markdown\":\"# hi\",\"confidence\":0.80000000000000004}",
+              &o2);
+    ASSERT_STREQ(o2.operation_id, o1.operation_id);
+    ASSERT_EQ(o2.replayed, 1);
+    json_t *rep = NULL; /* one report written, not two */
+    ASSERT_OK(vg_report_get(t.env, a, "current", 5, &rep, E));
+    ASSERT(json_real_value(json_object_get(json_object_get(rep, "report"), "confidence")) == 0.8);
+    ASSERT_EQ(json_array_size(json_object_get(rep, "history")), 0);
+    json_decref(rep);
+    vg_tool_outcome_release(&o1);
+    vg_tool_outcome_release(&o2);
     test_rt_close(&t);
 }
 
@@ -1294,6 +1347,7 @@ int main(void)
     RUN(operation_ids_replay_instead_of_rerunning);
     RUN(a_mutating_call_without_an_operation_id_is_refused);
     RUN(operation_ids_are_scoped_to_their_agent);
+    RUN(operation_ids_of_real_arguments_stay_those_before_the_short_reals);
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(budget_usage_is_written_canonical_and_a_record_with_more_fields_keeps_them);

@@ -8,6 +8,7 @@
  *   Ollama: POST {base}/api/embed {"model","input":[...]} -> {"embeddings":[[...]]}
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "embed/embed.h"
 #include "model/http.h"
@@ -74,7 +75,7 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
         req = h->flavor == OPENAI ? json_pack("{s:s, s:o, s:i}", "model", e->model, "input", input,
                                               "dimensions", h->dim)
                                   : json_pack("{s:s, s:o}", "model", e->model, "input", input);
-    if (!req || !(body = json_dumps(req, JSON_COMPACT))) {
+    if (!req || !(body = vg_json_dumps(req, JSON_COMPACT))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building an embedding request");
         goto out;
     }

@@ -372,7 +372,7 @@ vigil_code vg_anthropic_parse_response(const char *body, size_t len, struct vg_m
             }
             json_t *input = json_object_get(block, "input");
             char *args =
-                input ? json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)
+                input ? vg_json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)
                       : NULL;
             rc = vg_model_response_add_tool(r, json_string_value(json_object_get(block, "id")),
                                             name, args);
@@ -503,7 +503,7 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
                     rc = oom(err);
                 else if (json_object_size(input) &&
                          !(b->initial_input =
-                               json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+                               vg_json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER)))
                     rc = oom(err);
                 else if (s->cb && s->cb->on_tool_start)
                     s->cb->on_tool_start(s->cb->user, b->tool_ordinal, b->id, b->name);

@@ -8,6 +8,7 @@
  * a cassette file, rewritten atomically after every exchange so a crash keeps what was recorded.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "base/buf.h"
 #include "model/scripted/scripted.h"
@@ -162,7 +163,7 @@ vigil_code vg_cassette_response_from_json(json_t *obj, size_t step, struct vg_mo
             goto out;
         }
         if (json_is_object(args)) /* hand-written cassettes may give an object */
-            args_text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            args_text = vg_json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
         rc = vg_model_response_add_tool(r, json_string_value(json_object_get(item, "id")), name,
                                         args_text ? args_text : json_string_value(args));
         vg_free(args_text);
@@ -464,7 +465,7 @@ static vigil_code record_one(struct vg_model_record *w, const struct vg_model_re
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an exchange");
     }
     if (json_array_append_new(json_object_get(w->root, "exchanges"), ex) != 0 ||
-        !(doc = json_dumps(w->root, JSON_INDENT(2) | JSON_PRESERVE_ORDER)))
+        !(doc = vg_json_dumps(w->root, JSON_INDENT(2) | JSON_PRESERVE_ORDER)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an exchange");
     rc = vg_fs_write_file(w->path, doc, strlen(doc), err);
     vg_free(doc);
