@@ -354,8 +354,9 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     check(refused.y > 0 && refused.top >= 0 && refused.bottom <= refused.height,
       'a refused wake\'s notice is in sight while the page is scrolled: ' + JSON.stringify(refused));
     await shotView('05a-refused-wake-viewport');
-    // The browser logs the 409 it was given as a console error: expected here, and only here.
-    pageErrors.push(...pageErrors.splice(errorsAtWake).filter((e) => !/status of 409/.test(e)));
+    // The browser logs the 423 it was given (a kill switch refuses a wake as it refuses a chat
+    // turn) as a console error: expected here, and only here.
+    pageErrors.push(...pageErrors.splice(errorsAtWake).filter((e) => !/status of 423/.test(e)));
     await page.fill('#wake-message', '');
     vigil(['kill', 'off']);
     await page.waitForSelector('#kill:not(.on)');
