@@ -74,11 +74,16 @@ static void print_load(const char *when)
                sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+/* Its daily budgets unlimited: the chat parts make thousands of turns of one agent, past the
+ * default 1,000 steps a day (each would then answer 429 budget_exceeded). */
 static void make_agent(const char *name, char *id, size_t n)
 {
-    char body[128];
+    char body[256];
     struct live_resp r;
-    snprintf(body, sizeof body, "{\"name\":\"%s\",\"prompt\":\"You help.\"}", name);
+    snprintf(body, sizeof body,
+             "{\"name\":\"%s\",\"prompt\":\"You help.\",\"budgets\":{\"tokens\":null,"
+             "\"cost_usd\":null,\"steps\":null,\"tool_calls\":null,\"wall_ms\":null}}",
+             name);
     if (live_req(&L, "POST", "/v1/agents", body, NULL, 1, &r) != 200)
         TEST_FAIL_("could not create an agent: %s", r.body);
     json_t *v = json_loads(r.body, 0, NULL);
