@@ -4,6 +4,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "mcpserve/mcpserve.h"
 
 #include <stdarg.h>
@@ -27,6 +29,12 @@ json_t *vg_rpc_error(json_t *id, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* A parse error quotes the text near it, which may be bytes of a character cut in two or
+     * no UTF-8 at all: jansson would refuse the message string, and the error go unanswered. */
+    if (!vg_utf8_valid(msg))
+        for (char *c = msg; *c; c++)
+            if ((unsigned char)*c >= 0x80)
+                *c = '?';
     return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                      "error", "code", code, "message", msg);
 }
