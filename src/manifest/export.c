@@ -111,11 +111,8 @@ static int put_inline(struct vg_buf *b, const json_t *v)
         snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
         vg_buf_puts(b, num);
         return 1;
-    case JSON_REAL:
-        snprintf(num, sizeof num, "%.17g", json_real_value(v));
-        if (!strpbrk(num, ".eEn")) /* stay a real when read back */
-            snprintf(num + strlen(num), sizeof num - strlen(num), ".0");
-        vg_buf_puts(b, num);
+    case JSON_REAL: /* the fewest digits that read back, "2.0" staying a real; JSON's is YAML's */
+        vg_json_put_real(b, json_real_value(v));
         return 1;
     case JSON_TRUE:
         vg_buf_puts(b, "true");

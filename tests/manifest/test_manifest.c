@@ -324,7 +324,8 @@ TEST(extension_fields_are_namespaced_kept_and_exported)
     char id[37];
     vigil_agent_spec spec = {
         .name = "extended",
-        .config_json = "{\"extension\":{\"acme.color\":\"blue\","
+        .config_json = "{\"extension\":{\"acme.color\":\"blue\",\"acme.ratio\":0.8,"
+                       "\"acme.big\":1e300,\"acme.whole\":2.0,"
                        "\"com.example.board\":{\"id\":7,\"lanes\":[\"todo\",\"done\"]}}}"};
     ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
     json_t *agent = NULL;
@@ -338,6 +339,11 @@ TEST(extension_fields_are_namespaced_kept_and_exported)
     ASSERT_OK(vg_manifest_export(t.env, id, &m, E));
     char *yaml = vg_manifest_to_yaml(m);
     ASSERT_CONTAINS(yaml, "acme.color");
+    /* Reals are written with the fewest digits that read back (as the rest of vigil writes
+     * them), not 0.80000000000000004, and stay reals when read back. */
+    ASSERT_CONTAINS(yaml, "acme.ratio: 0.8\n");
+    ASSERT_CONTAINS(yaml, "acme.big: 1e300\n");
+    ASSERT_CONTAINS(yaml, "acme.whole: 2.0\n");
     write_file(dir, "extended.yaml", yaml);
     json_t *r = apply(&t, dir, 0, VIGIL_OK);
     ASSERT_STREQ(action_of(r, 0), "unchanged");
