@@ -4,10 +4,12 @@
  */
 #include "todo/todo_int.h"
 
+#include "base/json.h"
 #include "os/clock.h"
 
 #include <ctype.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* One task row (id, title, status, priority, estimate, due, follow_up_of) as an object. */
@@ -205,6 +207,25 @@ static json_t *rows_of(struct vg_todo *t, const char *sql, const char *task_id,
     return out;
 }
 
+/* Time entries by the instant they started: their texts keep the offsets they were written in,
+ * so "T04:00+05:00" is before "T19:00-05:00" of the day before; the text, then the id, break
+ * ties. */
+static int entry_start_cmp(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    const char *sx = json_string_value(json_object_get(x, "started_at"));
+    const char *sy = json_string_value(json_object_get(y, "started_at"));
+    int64_t mx = 0, my = 0;
+    vg_time_parse_ms(sx, &mx);
+    vg_time_parse_ms(sy, &my);
+    if (mx != my)
+        return mx < my ? -1 : 1;
+    int c = strcmp(sx ? sx : "", sy ? sy : "");
+    return c ? c
+             : strcmp(json_string_value(json_object_get(x, "id")),
+                      json_string_value(json_object_get(y, "id")));
+}
+
 static vigil_code read_task(struct vg_todo *t, const char *id, json_t **out, vigil_error *err)
 {
     static const char *const item_cols[] = {"id", "text", "done", NULL};
@@ -230,12 +251,13 @@ static vigil_code read_task(struct vg_todo *t, const char *id, json_t **out, vig
                                 "SELECT id, text, done FROM checklist_items WHERE task_id = ?"
                                 " ORDER BY position",
                                 id, item_cols, "ssb", err));
-    json_object_set_new(*out, "time_entries",
-                        rows_of(t,
-                                "SELECT id, started_at, ended_at, minutes, note,"
-                                " source_entry_id FROM time_entries"
-                                " WHERE task_id = ? ORDER BY started_at",
-                                id, time_cols, "sssiss", err));
+    json_t *entries = rows_of(t,
+                              "SELECT id, started_at, ended_at, minutes, note,"
+                              " source_entry_id FROM time_entries WHERE task_id = ?",
+                              id, time_cols, "sssiss", err);
+    if (entries)
+        vg_json_array_sort(entries, entry_start_cmp); /* out of memory: as stored, still whole */
+    json_object_set_new(*out, "time_entries", entries);
     json_object_set_new(*out, "follow_ups",
                         rows_of(t,
                                 "SELECT id, title, status FROM tasks WHERE follow_up_of = ?"

@@ -221,9 +221,20 @@ TEST(a_retrospective_time_entry_keeps_its_span_and_its_source_entry)
               VG_TOOL_INVALID_ARGUMENTS);
     vg_tool_outcome_release(&o);
 
+    /* An hour before the first, written at +05:00: its text sorts after the others' (its clock
+     * reads ten hours later), its instant before them. Entries are listed by instant. */
+    char earlier[64];
+    at_offset(earlier, day_ago - 3600 * 1000, 300);
+    ASSERT_EQ(
+        gate(&t, agent, "t-1", "create_retrospective_time_entry",
+             json_pack("{s:s, s:s, s:i}", "task_id", id, "started_at", earlier, "minutes", 15), &o),
+        VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+
     json_t *w = task(todo, id), *entries = json_object_get(w, "time_entries");
-    ASSERT_EQ(json_array_size(entries), 2);
-    json_t *e = json_array_get(entries, 0);
+    ASSERT_EQ(json_array_size(entries), 3);
+    ASSERT_STREQ(field(json_array_get(entries, 0), "started_at"), earlier);
+    json_t *e = json_array_get(entries, 1);
     ASSERT_STREQ(field(e, "started_at"), start);
     ASSERT_STREQ(field(e, "ended_at"), end);
     ASSERT(strstr(field(e, "ended_at"), "-05:00"));
@@ -232,7 +243,7 @@ TEST(a_retrospective_time_entry_keeps_its_span_and_its_source_entry)
     ASSERT_STREQ(field(e, "source_entry_id"), "audio-entry-7");
     char half[64];
     at_offset(half, day_ago + 150 * 60 * 1000, -300);
-    e = json_array_get(entries, 1);
+    e = json_array_get(entries, 2);
     ASSERT_STREQ(field(e, "ended_at"), half);
     ASSERT(json_is_null(json_object_get(e, "source_entry_id")));
     json_decref(w);
