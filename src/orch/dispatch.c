@@ -296,15 +296,27 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
 {
     char session[128], turn[32], got[65], text[2200]; /* a title has at most 2000 bytes */
     const char *id = jstr(task, "id"), *kind = jstr(task, "kind");
+    const char *title = jstr(task, "title") ? jstr(task, "title") : "";
     int64_t attempt = vg_orch_jint(task, "attempts") + 1;
     enum vg_enqueue_result res;
-    int len = snprintf(text, sizeof text, "Task %s: %s", id,
-                       jstr(task, "title") ? jstr(task, "title") : "");
-    json_t *seed = len >= 0 && (size_t)len < sizeof text
-                       ? json_stringn(text, (size_t)len)
-                       : json_sprintf("Task %s: %s", id, jstr(task, "title"));
-    snprintf(session, sizeof session, "task:%s", id);
-    snprintf(turn, sizeof turn, "attempt-%lld", (long long)attempt);
+    size_t id_len = strlen(id), title_len = strlen(title);
+    json_t *seed = NULL;
+    /* "Task ID: TITLE", put together without snprintf. The id and the title are strings of a
+     * parsed body, valid UTF-8 already, and so is the text joining them: not checked again. */
+    if (5 + id_len + 2 + title_len < sizeof text) {
+        memcpy(text, "Task ", 5);
+        memcpy(text + 5, id, id_len);
+        memcpy(text + 5 + id_len, ": ", 2);
+        memcpy(text + 7 + id_len, title, title_len);
+        seed = json_stringn_nocheck(text, 7 + id_len + title_len);
+    } else {
+        seed = json_sprintf("Task %s: %s", id, title);
+    }
+    size_t session_len = VG_MIN(id_len, sizeof session - 6); /* a task id has at most 100 */
+    memcpy(session, "task:", 5);
+    memcpy(session + 5, id, session_len);
+    session[5 + session_len] = '\0';
+    vg_task_attempt_turn(turn, attempt);
     vg_task_run_key(key, id, attempt);
     struct vg_wake_req r = {.reason = VG_REASON_USER,
                             .label = "task",

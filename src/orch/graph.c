@@ -27,6 +27,15 @@
 #define GRAPH_KIND "task_graph"
 #define GRAPH_ID "default"
 
+/* A node's status set to `to` (cut to fit): a copy, where snprintf's format parsing cost more
+ * than the rest of a move. */
+static void status_set(struct vg_task_node *n, const char *to)
+{
+    size_t len = VG_MIN(strlen(to), sizeof n->status - 1);
+    memcpy(n->status, to, len);
+    n->status[len] = '\0';
+}
+
 static void graph_clear(struct vg_task_graph *g)
 {
     for (size_t i = 0; i < g->len; i++)
@@ -165,7 +174,7 @@ static int load_cb(void *user, const struct vg_record *r)
         return 1;
     }
     snprintf(n->id, sizeof n->id, "%s", r->id);
-    snprintf(n->status, sizeof n->status, "%s", r->k1);
+    status_set(n, r->k1);
     n->version = r->rev;
     n->seq = r->seq;
     g->len++;
@@ -187,13 +196,13 @@ static vigil_code index_nodes(struct vg_env *env, struct vg_task_graph *g, vigil
             break;
         const char *st = json_string_value(json_object_get(n->body, "status"));
         if (st && !strcmp(st, "running")) /* stored, or started by its wake (task.c) */
-            snprintf(n->status, sizeof n->status, "%s", "running");
+            status_set(n, "running");
         json_array_foreach (json_object_get(n->body, "blocked_by"), j, b)
             n->waiting += json_is_string(b) && json_object_get(g->by_id, json_string_value(b));
         const char *key = json_string_value(json_object_get(n->body, "run_key"));
         if (!strcmp(n->status, "pending") && !n->waiting &&
             json_array_size(json_object_get(n->body, "blocked_by")))
-            snprintf(n->status, sizeof n->status, "%s", "ready");
+            status_set(n, "ready");
         if (!strcmp(n->status, "ready"))
             rc = vg_task_graph_push_ready(g, i, err);
         else if (!strcmp(n->status, "pending"))
@@ -241,7 +250,9 @@ static int stamp_cb(void *user, const struct vg_record *r)
     struct stamp *s = user;
     size_t len = strncmp(r->body, "{\"by\":\"", 7) ? 0 : strcspn(r->body + 7, "\"");
     s->rev = r->rev;
-    snprintf(s->tag, sizeof s->tag, "%.*s", len < sizeof s->tag ? (int)len : 0, r->body + 7);
+    len = len < sizeof s->tag ? len : 0; /* a tag too long for one is none */
+    memcpy(s->tag, r->body + 7, len);
+    s->tag[len] = '\0';
     if (s->want_body)
         s->body = vg_strdup(r->body);
     return 1;
@@ -321,7 +332,7 @@ static vigil_code close_node(struct vg_task_graph *g, size_t i, vigil_error *err
         if (--n->waiting > 0 || strcmp(n->status, "pending"))
             continue;
         g->pending--;
-        snprintf(n->status, sizeof n->status, "%s", "ready");
+        status_set(n, "ready");
         if ((rc = vg_task_graph_push_ready(g, k, err)))
             break;
     }
@@ -384,7 +395,7 @@ static vigil_code catch_up_task(struct vg_task_graph *g, size_t k, json_t *t, in
     }
     if (*ok && !waits && strcmp(n->status, st)) { /* started; if ready here, passed over */
         g->pending -= !strcmp(n->status, "pending");
-        snprintf(n->status, sizeof n->status, "%s", "running");
+        status_set(n, "running");
         g->running++;
         vg_task_pool_charge(&g->pool, json_string_value(json_object_get(t, "agent")), 1);
         if (json_object_set_new(g->by_run, key, json_integer((json_int_t)k)))
@@ -604,9 +615,11 @@ static void stamp_text(struct vg_task_graph *g, const char *tag, char *body, siz
     put(body, cap, &n, "{\"by\":\"", 7);
     put(body, cap, &n, tag, strlen(tag));
     put(body, cap, &n, "\"", 1);
+    size_t head = n;
     if (chain_extend(g) && chain_text(g, body, cap, &n) && put(body, cap, &n, "}", 1))
         return;
-    snprintf(body, cap, "{\"by\":\"%s\"}", tag); /* nothing listed */
+    n = head; /* nothing listed: {"by":"TAG"} (a list that did not fit is cut off) */
+    put(body, cap, &n, "}", 1);
     g->chain_nlog = g->chain_nids = 0;
 }
 
@@ -650,7 +663,7 @@ vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_
     json_object_del(n->body, "version");
     n->version++;
     g->pending -= !strcmp(n->status, "pending");
-    snprintf(n->status, sizeof n->status, "%s", to);
+    status_set(n, to);
     g->pending += !strcmp(to, "pending");
     return VIGIL_OK;
 }
@@ -692,15 +705,16 @@ vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *
     struct vg_task_node *n = &g->node[i];
     /* Running in memory only: the store has its wake (vg_task_derive_running), and the stamp
      * this view's seal writes makes every other view rebuild and find it. The fields are set
-     * one by one: a json_pack of them cost twice as much as the sets. */
+     * one by one: a json_pack of them cost twice as much as the sets. The run key (hex), the
+     * selection (task.h's names) and the status are ASCII: not checked as UTF-8. */
     g->wrote = 1;
     g->pending -= !strcmp(n->status, "pending");
-    snprintf(n->status, sizeof n->status, "%s", "running");
+    status_set(n, "running");
     if (json_object_set_new(n->body, "agent", json_string(agent)) ||
-        json_object_set_new(n->body, "run_key", json_string(run_key)) ||
+        json_object_set_new(n->body, "run_key", json_string_nocheck(run_key)) ||
         json_object_set_new(n->body, "attempts", json_integer((json_int_t)attempts)) ||
-        json_object_set_new(n->body, "selection", json_string(selection)) ||
-        json_object_set_new(n->body, "status", json_string("running"))) {
+        json_object_set_new(n->body, "selection", json_string_nocheck(selection)) ||
+        json_object_set_new(n->body, "status", json_string_nocheck("running"))) {
         g->valid = 0;
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the running tasks");
     }

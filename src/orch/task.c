@@ -62,10 +62,26 @@ static vigil_code derive_ready(struct vg_env *env, json_t *t, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* Written digit by digit: snprintf's format parsing was most of it, twice a task start. */
+void vg_task_attempt_turn(char out[32], int64_t attempt)
+{
+    char digits[24];
+    size_t d = sizeof digits;
+    uint64_t u = attempt < 0 ? 0 - (uint64_t)attempt : (uint64_t)attempt;
+    do
+        digits[--d] = (char)('0' + u % 10);
+    while ((u /= 10) && d);
+    if (attempt < 0)
+        digits[--d] = '-';
+    memcpy(out, "attempt-", 8);
+    memcpy(out + 8, digits + d, sizeof digits - d);
+    out[8 + sizeof digits - d] = '\0';
+}
+
 void vg_task_run_key(char out[65], const char *task_id, int64_t attempt)
 {
     char turn[32];
-    snprintf(turn, sizeof turn, "attempt-%lld", (long long)attempt);
+    vg_task_attempt_turn(turn, attempt);
     const char *parts[] = {"task", task_id, turn};
     vg_sha256_hex_parts(out, parts, 3);
 }

@@ -32,6 +32,9 @@
  * by the rules (VG_TASK_SELECTION). */
 const char *vg_task_selection(json_t *t, const char *agent);
 
+/* The turn id of a task's attempt (1, 2, ...), "attempt-N": its wake's turn and a part of its
+ * run key. */
+void vg_task_attempt_turn(char out[32], int64_t attempt);
 /* The run key of a task's attempt (1, 2, ...): its wake's id, derived from the task alone. */
 void vg_task_run_key(char out[65], const char *task_id, int64_t attempt);
 /* t (a task's body as stored, with "id", "status", "attempts") stored pending or ready whose

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 #include "os/fiber.h"
@@ -747,6 +748,56 @@ TEST(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it)
     test_rt_close(&t);
 }
 
+/* The wake a task's start writes, as its run and a person read it: the task's title in its
+ * input (non-ASCII and quoted text kept whole), its session the task's, and keyed by the task
+ * and its attempt, "task", the id and "attempt-N" hashed (the key a restart finds the start by). */
+TEST(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt)
+{
+    struct test_rt t;
+    char a[37], w0[37], key[65], want[80], session[64], turn[32];
+    const char *title = "R\xc3\xa9sum\xc3\xa9 \xe2\x9c\x93 \"quoted\" \\ end";
+    test_rt_open(&t, "task_wake_text");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, title, NULL, 0, a);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    for (int64_t attempt = 1; attempt <= 2; attempt++) {
+        char attempt_turn[32];
+        snprintf(turn, sizeof turn, "attempt-%lld", (long long)attempt);
+        vg_task_attempt_turn(attempt_turn, attempt);
+        ASSERT_STREQ(attempt_turn, turn);
+        const char *parts[] = {"task", a, turn};
+        vg_sha256_hex_parts(key, parts, 3);
+        vg_task_run_key(want, a, attempt);
+        ASSERT_STREQ(want, key);
+        json_t *wake = NULL;
+        ASSERT_OK(vg_env_get_json(t.env, "wake_run", key, &wake, NULL, E));
+        snprintf(want, sizeof want, "Task %s: ", a);
+        ASSERT_EQ(strncmp(jstr(wake, "seed_input"), want, strlen(want)), 0);
+        ASSERT_STREQ(jstr(wake, "seed_input") + strlen(want), title);
+        snprintf(session, sizeof session, "task:%s", a);
+        ASSERT_STREQ(jstr(wake, "session_id"), session);
+        ASSERT_STREQ(jstr(wake, "agent_id"), w0);
+        json_decref(wake);
+        json_t *v = NULL;
+        ASSERT_OK(vg_task_get(t.env, a, &v, NULL, E));
+        ASSERT_STREQ(jstr(v, "status"), "running");
+        ASSERT_STREQ(jstr(v, "run_key"), key);
+        json_decref(v);
+        claim_and_finish(&t, key);
+        struct vg_orch_outcome failed = {.status = "failed", .text = "no"};
+        ASSERT_OK(vg_task_run_ended(t.env, NULL, key, &failed, E)); /* a retry: attempt 2 */
+    }
+    char big[32];
+    vg_task_attempt_turn(big, 12345678901234LL);
+    ASSERT_STREQ(big, "attempt-12345678901234");
+    vg_task_attempt_turn(big, 0);
+    ASSERT_STREQ(big, "attempt-0");
+    test_rt_close(&t);
+}
+
 /* A round without the view (it was stale and not yet worth a rebuild: another runtime wrote a
  * task) counts the tasks running by their wakes, stored ready as they are, against its slots:
  * it starts only what the slots leave. */
@@ -1260,6 +1311,7 @@ int main(void)
     RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
     RUN(a_task_ready_by_derivation_starts_after_a_restart);
     RUN(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it);
+    RUN(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt);
     RUN(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
