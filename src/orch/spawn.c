@@ -68,6 +68,7 @@ static int has_string(json_t *arr, const char *s)
 struct agent_row {
     char id[37], kind[65], lifecycle[16];
     char *name; /* owned, or NULL */
+    int ascii;  /* the id is ASCII: a text it goes into needs no UTF-8 check for it */
 };
 
 struct agents {
@@ -253,6 +254,9 @@ static int agent_cb(void *user, const struct vg_record *r)
     snprintf(x->id, sizeof x->id, "%s", r->id);
     snprintf(x->kind, sizeof x->kind, "%s", r->k2);
     snprintf(x->lifecycle, sizeof x->lifecycle, "%s", r->k1);
+    x->ascii = 1;
+    for (const char *p = x->id; *p; p++)
+        x->ascii &= (unsigned char)*p < 0x80;
     /* The memo's own value when the same body was read lately: no parse, no copy. */
     if (vg_env_parse_json_shared(a->env, r->body, &body))
         return a->failed = 1;
@@ -389,8 +393,18 @@ vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t 
     char key[65];
     enum vg_enqueue_result res;
     char *text = child_input(child);
-    json_t *seed = text ? json_string(text) : NULL;
-    json_t *meta = json_pack("{s:{s:s}}", "spawn", "run_key", run_key);
+    /* The input joins strings of the record's tree (valid UTF-8 already) with ASCII: not
+     * checked again. The meta is built without json_pack, whose format is parsed each call. */
+    json_t *seed = text ? json_string_nocheck(text) : NULL;
+    json_t *meta = json_object(), *spawn = json_object();
+    if (json_object_set_new(spawn, "run_key", json_string_nocheck(run_key))) {
+        json_decref(spawn);
+        json_decref(meta);
+        meta = NULL;
+    } else if (json_object_set_new(meta, "spawn", spawn)) { /* the set freed spawn */
+        json_decref(meta);
+        meta = NULL;
+    }
     vg_free(text);
     if (!seed || !meta) {
         json_decref(seed);
@@ -403,7 +417,10 @@ vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t 
                             .session_id = json_string_value(json_object_get(child, "session")),
                             .turn_id = "1",
                             .seed_input = seed,
-                            .meta = meta};
+                            .meta = meta,
+                            /* the key admission derived from the same agent, session and turn:
+                             * not hashed a second time */
+                            .run_key = run_key};
     vigil_code rc = vg_wake_enqueue(w, &r, key, &res, err);
     json_decref(seed);
     json_decref(meta);
@@ -484,10 +501,23 @@ static char *child_text(const struct call *c, const struct one *o, const char *s
  * fields (owned; NULL when out of memory): no parse of the text just written. */
 static json_t *child_tree(const struct call *c, const struct one *o)
 {
-    return json_pack("{s:s, s:s?, s:i, s:s, s:s, s:O, s:s, s:s}", "child_agent", o->child->id,
-                     "child_name", o->child->name, "depth", c->base.parent_depth + 1,
-                     "parent_agent", c->q->agent_id, "parent_run_key", parent_key(c), "request",
-                     o->req, "run_key", o->key, "session", o->session);
+    /* Set one by one, not by json_pack, whose format is parsed at every call. The run key is
+     * hex (not checked as UTF-8); the rest is checked. */
+    json_t *t = json_object();
+    int bad =
+        !t || json_object_set_new(t, "child_agent", json_string(o->child->id)) ||
+        (o->child->name && json_object_set_new(t, "child_name", json_string(o->child->name))) ||
+        json_object_set_new(t, "depth", json_integer(c->base.parent_depth + 1)) ||
+        json_object_set_new(t, "parent_agent", json_string(c->q->agent_id)) ||
+        json_object_set_new(t, "parent_run_key", json_string(parent_key(c))) ||
+        json_object_set(t, "request", o->req) ||
+        json_object_set_new(t, "run_key", json_string_nocheck(o->key)) ||
+        json_object_set_new(t, "session", json_string(o->session));
+    if (bad) {
+        json_decref(t);
+        return NULL;
+    }
+    return t;
 }
 
 static const char *child_status(enum vg_orch_verdict v)
@@ -544,19 +574,26 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
     return rc;
 }
 
+/* A string value; checked as UTF-8 unless ascii says it is ASCII already. */
+static json_t *text_value(const char *s, int ascii)
+{
+    return ascii ? json_string_nocheck(s) : json_string(s);
+}
+
 /* One request's answer, as the calling agent reads it (owned; NULL when out of memory). The
- * verdict's name, its reason (admit.c's text) and the run key (hex) are ASCII already: not
- * checked again as UTF-8. */
+ * verdict's name, its reason (admit.c's text), the run key (hex) and a child id found ASCII
+ * when it was read (agent_cb) are not checked again as UTF-8. */
 static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v,
-                         const char *reason, const char *child, const char *key)
+                         const char *reason, const struct agent_row *child, const char *key)
 {
     json_t *a = json_object();
-    int bad = !a || json_object_set_new(a, "index", json_integer(index)) ||
-              json_object_set_new(a, "decision", json_string_nocheck(vg_orch_verdict_name(v))) ||
-              json_object_set_new(a, "reason", json_string_nocheck(reason)) ||
-              (child && json_object_set_new(a, "child_agent", json_string(child))) ||
-              (key && json_object_set_new(a, "run_key", json_string_nocheck(key))) ||
-              json_object_set_new(a, "depth", json_integer(c->base.parent_depth + 1));
+    int bad =
+        !a || json_object_set_new(a, "index", json_integer(index)) ||
+        json_object_set_new(a, "decision", json_string_nocheck(vg_orch_verdict_name(v))) ||
+        json_object_set_new(a, "reason", json_string_nocheck(reason)) ||
+        (child && json_object_set_new(a, "child_agent", text_value(child->id, child->ascii))) ||
+        (key && json_object_set_new(a, "run_key", json_string_nocheck(key))) ||
+        json_object_set_new(a, "depth", json_integer(c->base.parent_depth + 1));
     if (bad) {
         json_decref(a);
         return NULL;
@@ -585,14 +622,54 @@ static int answer_text(struct call *c, int index, enum vg_orch_verdict v, const 
     return vg_json_put_fields(&c->answers, f, n) < 0 || c->answers.fail;
 }
 
-/* One decision for the calling run's journal: {kind: spawn-admitted|spawn-denied|
- * spawn-awaiting-approval, reason}, its reason naming the request, the child and the run key. */
-static int journal_decision(struct call *c, int index, enum vg_orch_verdict v, const char *reason,
-                            const char *child, const char *key)
+/* Text of len bytes appended at *n of buf (cap), cut to fit: the per-decision texts below are
+ * put together piece by piece, where snprintf's format parsing was most of their cost. */
+static void put_cut(char *buf, size_t cap, size_t *n, const char *text, size_t len)
 {
-    char why[1024]; /* snprintf, not json_sprintf: a third of the cost, per decision */
-    snprintf(why, sizeof why, "request %d (%s, child %s, run key %.16s): %.900s", index,
-             vg_orch_verdict_name(v), child ? child : "none", key ? key : "none", reason);
+    len = VG_MIN(len, cap - 1 - *n);
+    memcpy(buf + *n, text, len);
+    *n += len;
+    buf[*n] = '\0';
+}
+
+static void put_str(char *buf, size_t cap, size_t *n, const char *text)
+{
+    put_cut(buf, cap, n, text, strlen(text));
+}
+
+/* A number >= 0 in decimal (a request's index). */
+static void put_index(char *buf, size_t cap, size_t *n, int v)
+{
+    char digits[16];
+    size_t d = sizeof digits;
+    unsigned u = v < 0 ? 0 : (unsigned)v;
+    do
+        digits[--d] = (char)('0' + u % 10);
+    while ((u /= 10) && d);
+    put_cut(buf, cap, n, digits + d, sizeof digits - d);
+}
+
+/* One decision for the calling run's journal: {kind: spawn-admitted|spawn-denied|
+ * spawn-awaiting-approval, reason}, its reason naming the request, the child and the run key.
+ * Every part of that text but the child's id is ASCII (admit.c's reasons, the verdict's name,
+ * the hex key), so it is checked as UTF-8 only when the id is not ASCII. */
+static int journal_decision(struct call *c, int index, enum vg_orch_verdict v, const char *reason,
+                            const struct agent_row *child, const char *key)
+{
+    /* "request N (VERDICT, child ID, run key KEY16): REASON"; it fits whole (the id has at most
+     * 36 bytes, the reason is admit.c's), so nothing is cut inside a character */
+    char why[1024];
+    size_t n = 0;
+    put_str(why, sizeof why, &n, "request ");
+    put_index(why, sizeof why, &n, index);
+    put_str(why, sizeof why, &n, " (");
+    put_str(why, sizeof why, &n, vg_orch_verdict_name(v));
+    put_str(why, sizeof why, &n, ", child ");
+    put_str(why, sizeof why, &n, child ? child->id : "none");
+    put_str(why, sizeof why, &n, ", run key ");
+    put_cut(why, sizeof why, &n, key ? key : "none", key ? VG_MIN(strlen(key), 16) : 4);
+    put_str(why, sizeof why, &n, "): ");
+    put_cut(why, sizeof why, &n, reason, VG_MIN(strlen(reason), 900));
     const char *kind = v == VG_ORCH_DENIED              ? "spawn-denied"
                        : v == VG_ORCH_AWAITING_APPROVAL ? "spawn-awaiting-approval"
                                                         : "spawn-admitted";
@@ -600,7 +677,7 @@ static int journal_decision(struct call *c, int index, enum vg_orch_verdict v, c
      * instructions a decision). */
     json_t *d = json_object();
     if (!d || json_object_set_new(d, "kind", json_string_nocheck(kind)) ||
-        json_object_set_new(d, "reason", json_string(why))) {
+        json_object_set_new(d, "reason", text_value(why, !child || child->ascii))) {
         json_decref(d);
         return 1;
     }
@@ -625,9 +702,9 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
     c->admitted += v == VG_ORCH_ADMITTED || v == VG_ORCH_QUEUED;
     c->awaiting += v == VG_ORCH_AWAITING_APPROVAL;
-    if (!(*answer = answer_of(c, o->index, v, reason, cid, key)) ||
+    if (!(*answer = answer_of(c, o->index, v, reason, o->child, key)) ||
         answer_text(c, o->index, v, reason, cid, key) ||
-        journal_decision(c, o->index, v, reason, cid, key))
+        journal_decision(c, o->index, v, reason, o->child, key))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
     return VIGIL_OK;
 }
@@ -719,7 +796,11 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     f.cost_asked = (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
     const char *reason;
     enum vg_orch_verdict v = vg_orch_admit(&f, &reason);
-    snprintf(o.session, sizeof o.session, "spawn:%s:%d", c->group, index);
+    size_t n = 0; /* "spawn:GROUP:INDEX" */
+    put_str(o.session, sizeof o.session, &n, "spawn:");
+    put_str(o.session, sizeof o.session, &n, c->group);
+    put_str(o.session, sizeof o.session, &n, ":");
+    put_index(o.session, sizeof o.session, &n, index);
     if (cid)
         vg_run_key_user(o.key, cid, o.session, "1");
     if (v != VG_ORCH_DENIED) {

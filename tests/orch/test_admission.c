@@ -6,6 +6,7 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "base/json.h"
 #include "helpers/fault_store.h"
 #include "orch/orch.h"
@@ -219,6 +220,42 @@ TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
     ASSERT_CONTAINS(tree, key);
     ASSERT_CONTAINS(tree, "no live agent");
     vigil_free(tree);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
+/* An admitted child's wake as its run reads it: keyed by the child, its session and turn "1"
+ * (the key a replay and lineage find it by, the one its spawn_child record and the call's
+ * answer name), its meta naming that key, and its input the parent's goal whole (non-ASCII
+ * and quoted text kept). */
+TEST(an_admitted_childs_wake_is_keyed_by_its_session_and_carries_its_goal_whole)
+{
+    struct test_rt t;
+    char a[37], b[37], key[65], want[200];
+    const char *goal = "r\xc3\xa9sum\xc3\xa9 \xe2\x9c\x93 \"this\" \\ now";
+    test_rt_open(&t, "orch_admit_wake");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{}", b);
+    json_t *v = call(&t, a, "run-1", "spawn_agents",
+                     "{\"requests\":[{\"agent\":\"w\",\"goal\":"
+                     "\"r\xc3\xa9sum\xc3\xa9 \xe2\x9c\x93 \\\"this\\\" \\\\ now\"}]}");
+    ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+    const char *answered = field(child(v, 0), "run_key");
+    json_t *rec = NULL, *run = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "spawn_child", answered, &rec, NULL, E));
+    ASSERT_STREQ(field(rec, "child_agent"), b);
+    const char *parts[] = {b, field(rec, "session"), "1"};
+    vg_sha256_hex_parts(key, parts, 3);
+    ASSERT_STREQ(answered, key);
+    ASSERT_STREQ(field(rec, "run_key"), key);
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", key, &run, NULL, E));
+    ASSERT_STREQ(field(run, "agent_id"), b);
+    ASSERT_STREQ(field(run, "session_id"), field(rec, "session"));
+    ASSERT_STREQ(field(json_object_get(json_object_get(run, "meta"), "spawn"), "run_key"), key);
+    snprintf(want, sizeof want, "Task delegated to you by agent %s: %s", a, goal);
+    ASSERT_STREQ(field(run, "seed_input"), want);
+    json_decref(run);
+    json_decref(rec);
     json_decref(v);
     test_rt_close(&t);
 }
@@ -846,6 +883,7 @@ int main(void)
     RUN(list_available_agents_shows_every_agent_whatever_its_visibility);
     RUN(visibility_restricts_listings_to_people_not_agents);
     RUN(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded);
+    RUN(an_admitted_childs_wake_is_keyed_by_its_session_and_carries_its_goal_whole);
     RUN(spawn_agents_lists_the_agents_a_parent_may_spawn);
     RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
     RUN(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval);
