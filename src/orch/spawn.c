@@ -90,13 +90,14 @@ struct call {
     struct vg_kill_on kill; /* the kill switches on, read once for the parent and every child */
     char group[33];
     struct vg_orch_facts base;
-    int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
-    struct vg_buf decisions; /* the spawn_call record's decisions so far: "{...},{...}" */
-    struct vg_buf waiting;   /* its queued children's spawn_child texts: "{...},{...}" */
-    struct vg_buf answers;   /* the answer's children as canonical text: "{...},{...}" */
-    json_t *journal;         /* the decisions for the calling run's journal (tools.c), owned */
-    int admitted, awaiting;  /* decisions that admitted (or queued) a child; awaiting a person */
-    int queued;              /* decisions that queued a child */
+    int64_t steps_left; /* the parent's steps budget left today; -1: unlimited */
+    /* The spawn_call record's decisions, its queued children's spawn_child texts and the
+     * answer's children as canonical text, each an array's text from its '[' (closed at the
+     * call's end, so the record and the answer take them as they are, not copied first) */
+    struct vg_buf decisions, waiting, answers;
+    json_t *journal;        /* the decisions for the calling run's journal (tools.c), owned */
+    int admitted, awaiting; /* decisions that admitted (or queued) a child; awaiting a person */
+    int queued;             /* decisions that queued a child */
     int recorded; /* the call's spawn_call record exists: a replay, which writes nothing */
     int running_parent, running_all; /* the running children the call found, and it started */
 };
@@ -547,7 +548,7 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
                         ? VIGIL_OK
                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     if (!rc && text && v == VG_ORCH_QUEUED) { /* kept in the call's record until it starts */
-        if (c->waiting.len)
+        if (c->waiting.len > 1)
             vg_buf_putc(&c->waiting, ',');
         vg_buf_puts(&c->waiting, text);
         inserted = 1;
@@ -617,7 +618,7 @@ static int answer_text(struct call *c, int index, enum vg_orch_verdict v, const 
         f[n++] = (struct vg_jfield){"child_agent", VG_JF_STR, child, 0};
     if (key)
         f[n++] = (struct vg_jfield){"run_key", VG_JF_STR, key, 0};
-    if (c->answers.len)
+    if (c->answers.len > 1)
         vg_buf_putc(&c->answers, ',');
     return vg_json_put_fields(&c->answers, f, n) < 0 || c->answers.fail;
 }
@@ -696,7 +697,7 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
         {"index", VG_JF_INT, NULL, o->index},   {"reason", VG_JF_STR, reason, 0},
         {"request", VG_JF_RAW, o->req_text, 0}, {"run_key", VG_JF_STR, key, 0},
     };
-    if (c->decisions.len)
+    if (c->decisions.len > 1)
         vg_buf_putc(&c->decisions, ',');
     if (vg_json_put_fields(&c->decisions, f, VG_ARRAY_LEN(f)) < 0 || c->decisions.fail)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
@@ -713,28 +714,18 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
  * child, which the cooldown reads. A replayed call finds it written and writes nothing. */
 static vigil_code record_call(struct call *c, vigil_error *err)
 {
-    struct vg_buf list, waiting, b;
-    vg_buf_init(&list, VG_BUF_DEFAULT_MAX);
-    vg_buf_putc(&list, '[');
-    vg_buf_append(&list, c->decisions.data, c->decisions.len);
-    vg_buf_putc(&list, ']');
+    struct vg_buf b;
+    vg_buf_putc(&c->decisions, ']');
+    vg_buf_putc(&c->waiting, ']');
     vigil_code rc = vg_buf_finish(&c->decisions, err);
     if (!rc)
-        rc = vg_buf_finish(&list, err);
-    vg_buf_init(&waiting, VG_BUF_DEFAULT_MAX);
-    vg_buf_putc(&waiting, '[');
-    vg_buf_append(&waiting, c->waiting.data, c->waiting.len);
-    vg_buf_putc(&waiting, ']');
-    if (!rc)
         rc = vg_buf_finish(&c->waiting, err);
-    if (!rc)
-        rc = vg_buf_finish(&waiting, err);
     struct vg_jfield f[] = {
-        {"decisions", VG_JF_RAW, list.data, 0},
+        {"decisions", VG_JF_RAW, c->decisions.data, 0},
         {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
         {"group", VG_JF_STR, c->group, 0},
         {"parent_run_key", VG_JF_STR, parent_key(c), 0},
-        {"waiting", VG_JF_RAW, waiting.data, 0}, /* only when a child was queued */
+        {"waiting", VG_JF_RAW, c->waiting.data, 0}, /* only when a child was queued */
     };
     const char *k1 = c->queued     ? "waiting"
                      : c->admitted ? "admitted"
@@ -750,8 +741,6 @@ static vigil_code record_call(struct call *c, vigil_error *err)
         rc = vg_env_put_text(c->env, "spawn_call", c->group, c->q->agent_id, k1, parent_key(c),
                              vg_env_now(c->env), b.data, VG_PUT_IF_ABSENT, err);
     vg_buf_release(&b);
-    vg_buf_release(&list);
-    vg_buf_release(&waiting);
     return rc;
 }
 
@@ -827,20 +816,15 @@ static const char answer_note[] = "Admitted children run on their own. Your next
 static vigil_code answer(struct call *c, json_t *children, struct vg_tool_response *r,
                          vigil_error *err)
 {
-    struct vg_buf list, b;
-    vg_buf_init(&list, 0);
-    vg_buf_putc(&list, '[');
-    vg_buf_append(&list, c->answers.data, c->answers.len);
-    vg_buf_putc(&list, ']');
+    struct vg_buf b;
+    vg_buf_putc(&c->answers, ']');
     struct vg_jfield f[] = {
-        {"children", VG_JF_RAW, list.data, 0},
+        {"children", VG_JF_RAW, c->answers.data, 0},
         {"group", VG_JF_STR, c->group, 0},
         {"note", VG_JF_STR, answer_note, 0},
     };
     vg_buf_init(&b, 0);
-    int bad =
-        c->answers.fail || list.fail || vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail;
-    vg_buf_release(&list);
+    int bad = c->answers.fail || vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail;
     r->result =
         json_pack("{s:s, s:o, s:s}", "group", c->group, "children", children, "note", answer_note);
     r->result_text = bad ? NULL : vg_buf_detach(&b, NULL);
@@ -859,6 +843,9 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
     vg_buf_init(&c.decisions, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&c.waiting, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&c.answers, 0);
+    vg_buf_putc(&c.decisions, '[');
+    vg_buf_putc(&c.waiting, '[');
+    vg_buf_putc(&c.answers, '[');
     struct vg_wake w;
     json_t *answers = json_array(), *req;
     size_t i;
