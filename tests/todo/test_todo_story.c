@@ -321,9 +321,90 @@ TEST(a_task_agent_wakes_with_its_task_and_what_changed)
     vg_todo_close(todo);
 }
 
+/* A model that never stops asking for tools: each turn a different change of the estimate (no
+ * doom loop), more turns than a wake may take. */
+static void write_endless_cassette(const char *path, const char *task)
+{
+    json_t *ex = json_array();
+    ASSERT(ex);
+    for (int i = 0; i < 12; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "c%d", i);
+        json_array_append_new(ex, json_pack("{s:{s:[{s:s, s:s, s:{s:s, s:i}}]}}", "response",
+                                            "tool_calls", "id", id, "name", "update_task_estimate",
+                                            "arguments", "task_id", task, "estimate_minutes",
+                                            10 * (i + 1)));
+    }
+    json_t *c = json_pack("{s:i, s:o}", "vigil_cassette", 1, "exchanges", ex);
+    ASSERT(c);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    free(text);
+}
+
+/* A task agent's wake takes at most 5 model turns, by default (as `vigil todo agent` makes
+ * it): a model that keeps asking for tools gets 4 rounds of them, then one turn without tools
+ * to wrap up, and the run ends there. proves: S3-049 */
+TEST(a_task_agents_wake_runs_at_most_five_model_turns)
+{
+    const char *dir = vg_test_tmpdir("todo_turns");
+    char path[4200], cassette[4200], task[64], agent[37], args[300], *text = NULL;
+    struct vg_todo *todo = NULL;
+    int ran = 0;
+    snprintf(path, sizeof path, "%s/tasks.db", dir);
+    ASSERT_OK(vg_todo_open(path, 1, NULL, NULL, &todo, E));
+    json_decref(apply(todo, "create_category", "{\"id\":\"work\"}"));
+    json_t *r = apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"Endless\"}");
+    snprintf(task, sizeof task, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    snprintf(cassette, sizeof cassette, "%s/model.json", dir);
+    write_endless_cassette(cassette, task);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    snprintf(path, sizeof path, "%s/app.db", dir);
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
+    ro.store_uri = path;
+    ro.create_if_missing = 1;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    ASSERT_OK(vg_todo_register_tools(rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(rt, todo, task, agent, E));
+
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"priority\":\"high\"}", task);
+    r = apply(todo, "update_task_priority", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_OK(vigil_runs_list(rt, agent, NULL, NULL, 10, &text, E));
+    json_t *runs = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *items = json_object_get(runs, "items");
+    ASSERT_EQ(json_array_size(items), 1);
+    json_t *run = json_array_get(items, 0);
+    ASSERT_EQ(json_integer_value(json_object_get(run, "model_calls")), 5);
+    /* The fifth turn's call is recorded, refused (limit_reached), and never runs. */
+    ASSERT_EQ(json_integer_value(json_object_get(run, "tool_calls")), 5);
+    json_decref(runs);
+    /* The tools ran four times: the estimate is the fourth turn's. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", task);
+    r = apply(todo, "get_task", args);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(r, "result"), "estimate_minutes")),
+              40);
+    json_decref(r);
+    vigil_runtime_close(rt);
+    vg_todo_close(todo);
+}
+
 int main(void)
 {
     RUN(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates);
     RUN(a_task_agent_wakes_with_its_task_and_what_changed);
+    RUN(a_task_agents_wake_runs_at_most_five_model_turns);
     return 0;
 }
