@@ -437,22 +437,17 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind
 
 /* An interactive agent runs in the sessions a person starts (seed 000's interaction modes):
  * its subscriptions and timers, which would run it on their own, do not wake it; an
- * autonomous or hybrid agent takes them. Read only for those two reasons, from the agent as
- * the env keeps it parsed. */
+ * autonomous or hybrid agent takes them. Read only for those two reasons. */
 static vigil_code mode_refusal(struct vg_wake *w, const struct vg_wake_req *req, const char **why,
                                vigil_error *err)
 {
-    json_t *agent = NULL;
+    char mode[16];
     if (req->reason != VG_REASON_SUBSCRIPTION && req->reason != VG_REASON_TIMER)
         return VIGIL_OK;
-    vigil_code rc = vg_agent_get_shared(w->env, req->agent_id, &agent, err);
-    if (rc)
-        return rc;
-    const char *mode = json_string_value(json_object_get(agent, "mode"));
-    if (mode && !strcmp(mode, "interactive"))
+    vigil_code rc = vg_agent_mode(w->env, req->agent_id, mode, err);
+    if (!rc && !strcmp(mode, "interactive"))
         *why = VG_WAKE_SKIP_INTERACTIVE;
-    json_decref(agent);
-    return VIGIL_OK;
+    return rc;
 }
 
 /* A notification or timer firing for an agent that takes no wakes (dormant, destroyed, kill

@@ -1461,6 +1461,19 @@ TEST(an_interactive_agent_is_woken_by_a_person_not_by_its_triggers)
     json_t *skipped = wake_of(&t, agents[1], "skipped");
     ASSERT_STREQ(js(skipped, "skip_reason"), VG_WAKE_SKIP_INTERACTIVE);
     json_decref(skipped);
+    /* The mode is read from the record's text; a config nested past what that scan follows
+     * (an extension 40 arrays deep) is read whole, and says the same. */
+    char deep[37], config[200];
+    snprintf(config, sizeof config, "{\"extension\":{\"acme.deep\":%.40s%.40s}}",
+             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+    vigil_agent_spec deep_spec = {.name = "deep", .mode = "interactive", .config_json = config};
+    ASSERT_OK(vigil_agent_create(t.rt, &deep_spec, deep, E));
+    ASSERT_OK(vg_agent_transition(t.env, deep, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    struct vg_wake_req deep_timer = {
+        .reason = VG_REASON_TIMER, .agent_id = deep, .reason_id = "timer-2", .scheduled_ms = 1000};
+    ASSERT_OK(vg_wake_enqueue(&w, &deep_timer, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_SKIPPED);
 
     /* A person's turn runs it. */
     json_t *seed = json_string("let's plan the day");
