@@ -36,7 +36,9 @@ static void agents(struct test_rt *t, int n, char (*ids)[37], int active)
     for (int i = 0; i < n; i++) {
         if (i % 1000 == 0 && vg_store_begin(t->env->store, &err))
             exit(1);
-        vigil_agent_spec spec = {.name = "bench", .mode = "autonomous"};
+        char name[32]; /* a name belongs to one live agent */
+        snprintf(name, sizeof name, "bench-%d", i);
+        vigil_agent_spec spec = {.name = name, .mode = "autonomous"};
         if (vigil_agent_create(t->rt, &spec, ids[i], &err) ||
             vg_agent_transition(t->env, ids[i],
                                 active ? VIGIL_LIFECYCLE_ACTIVE : VIGIL_LIFECYCLE_DORMANT, NULL,
@@ -180,12 +182,13 @@ static void bench_agents(long n, const char *path)
     struct vg_env *env = vg_runtime_env(rt);
     int64_t t0 = mono();
     for (long i = 0; i < n; i++) {
-        char id[37], sid[201], tid[37], tok[40];
+        char id[37], sid[201], tid[37], tok[40], name[40];
         const char *toks[] = {tok};
         snprintf(tok, sizeof tok, "entity-%ld", i);
+        snprintf(name, sizeof name, "sleeper-%ld", i); /* a name belongs to one live agent */
         if (i % 1000 == 0 && vg_store_begin(env->store, &err))
             exit(1);
-        vigil_agent_spec spec = {.name = "sleeper", .mode = "autonomous"};
+        vigil_agent_spec spec = {.name = name, .mode = "autonomous"};
         struct vg_sub_spec s = {.tokens = toks, .n_tokens = 1};
         if (vigil_agent_create(rt, &spec, id, &err) ||
             vg_agent_transition(env, id, VIGIL_LIFECYCLE_ACTIVE, NULL, &err) ||

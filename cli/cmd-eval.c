@@ -1347,10 +1347,11 @@ static json_t *fake_for(json_t *tools, const char *name, const json_t *listed)
 
 struct capture {
     json_t *tools, *exchanges, *calls, *effects, *report, *kill;
-    json_t *notes;        /* what the scenario cannot reproduce as captured */
-    json_t *entities;     /* entity id -> its scope, for the calls' targets */
-    const json_t *known;  /* name -> this process's listing of the tool */
-    struct vg_todo *todo; /* the task domain when it is on: the scope of its entities */
+    json_t *notes;         /* what the scenario cannot reproduce as captured */
+    json_t *entities;      /* entity id -> its scope, for the calls' targets */
+    const json_t *known;   /* name -> this process's listing of the tool */
+    struct vg_todo *todo;  /* the task domain when it is on: the scope of its entities */
+    int64_t last_finished; /* the journal sequence of the last call's end; 0: none yet */
 };
 
 /* The targets of a call whose scope rule is target, with the scope each has now: the replay's
@@ -1405,10 +1406,23 @@ static void capture_call(struct capture *k, const json_t *item, const json_t *fu
     if (!name)
         return;
     char id[32];
-    snprintf(id, sizeof id, "c%zu", json_array_size(k->exchanges) + 1);
-    json_array_append_new(k->exchanges,
-                          json_pack("{s:{s:[{s:s, s:s, s:O*}]}}", "response", "tool_calls", "id",
-                                    id, "name", name, "arguments", input));
+    /* The calls one model answer asked for are journaled back to back, the next answer's
+     * record between them and the next call: a call that starts right after the last one ended
+     * joins its exchange, so the replay takes the model turns the run took (an agent's
+     * max_tool_rounds counts them). */
+    int64_t started = json_integer_value(json_object_get(full, "started_sequence"));
+    json_t *last = json_array_get(k->exchanges, json_array_size(k->exchanges) - 1);
+    json_t *same_turn = k->last_finished && started == k->last_finished + 1
+                            ? json_object_get(json_object_get(last, "response"), "tool_calls")
+                            : NULL;
+    k->last_finished = json_integer_value(json_object_get(full, "finished_sequence"));
+    snprintf(id, sizeof id, "c%zu", (size_t)json_array_size(k->calls) + 1);
+    json_t *call = json_pack("{s:s, s:s, s:O*}", "id", id, "name", name, "arguments", input);
+    if (same_turn)
+        json_array_append_new(same_turn, call);
+    else
+        json_array_append_new(k->exchanges,
+                              json_pack("{s:{s:[o]}}", "response", "tool_calls", call));
     json_array_append_new(k->calls, json_sprintf("%s %s", name, code ? code : status));
     const json_t *listed = json_object_get(k->known, name);
     if (!strcmp(name, "set_report") && json_is_string(json_object_get(input, "markdown"))) {

@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_int.h"
+#include "base/jscan.h"
 
 /* ---- names --------------------------------------------------------------------------------- */
 
@@ -416,6 +417,70 @@ vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_li
                               vigil_error *err)
 {
     return vg_agent_lifecycle_kind(env, agent_id, NULL, out, NULL, err);
+}
+
+struct mode_ctx {
+    char *mode; /* 16 bytes, "" until found */
+    int unread; /* the scan declined: read with jansson */
+    char *body; /* a copy of the body for that read (owned) */
+};
+
+static int mode_cb(void *user, const struct vg_record *r)
+{
+    struct mode_ctx *c = user;
+    struct vg_jscan s;
+    const char *key;
+    size_t len;
+    int more;
+    vg_jscan_init(&s, r->body, strlen(r->body));
+    if (vg_jscan_enter(&s, '{') < 0)
+        goto declined;
+    while ((more = vg_jscan_next(&s, &key, &len)) == 1) {
+        if (!vg_jscan_key_is(key, len, "mode")) {
+            if (vg_jscan_skip_span(&s) < 0)
+                goto declined;
+            continue;
+        }
+        struct vg_buf b;
+        size_t at = 0;
+        vg_buf_init(&b, 64);
+        int got = vg_jscan_string(&s, &b, &at);
+        if (got >= 0 && at != (size_t)-1)
+            snprintf(c->mode, 16, "%s", b.data + at);
+        vg_buf_release(&b);
+        if (got < 0)
+            goto declined;
+        return 1;
+    }
+    if (more == 0)
+        return 1; /* no mode: an agent made before modes, read as the default */
+declined:
+    c->unread = 1;
+    c->body = vg_strdup(r->body);
+    return 1;
+}
+
+vigil_code vg_agent_mode(struct vg_env *env, const char *agent_id, char mode[16], vigil_error *err)
+{
+    struct mode_ctx c = {.mode = mode};
+    mode[0] = '\0';
+    vigil_code rc = vg_store_get(env->store, "agent", agent_id, mode_cb, &c, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    if (!rc && c.unread) {
+        json_t *agent = c.body ? json_loads(c.body, 0, NULL) : NULL;
+        const char *m = json_string_value(json_object_get(agent, "mode"));
+        if (!agent)
+            rc = VG_FAIL(err, c.body ? VIGIL_ECORRUPT : VIGIL_ENOMEM,
+                         "reading the mode of agent \"%s\"", agent_id);
+        else if (m)
+            snprintf(mode, 16, "%s", m);
+        json_decref(agent);
+    }
+    vg_free(c.body);
+    if (!rc && !mode[0])
+        snprintf(mode, 16, "hybrid");
+    return rc;
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */

@@ -76,6 +76,10 @@ vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_li
  * read of the record's index columns. */
 vigil_code vg_agent_lifecycle_kind(struct vg_env *env, const char *agent_id, const char *kind,
                                    vigil_lifecycle *out, int *of_kind, vigil_error *err);
+/* The agent's interaction mode ("autonomous", "interactive", "hybrid") into mode. One read of
+ * the record, whose body is scanned for its top-level "mode" without building a tree (the wake
+ * queue asks it for every subscription's and timer's wake). ENOTFOUND. */
+vigil_code vg_agent_mode(struct vg_env *env, const char *agent_id, char mode[16], vigil_error *err);
 /* Move to `to` if the lifecycle allows it; ESTATE names the current state otherwise. */
 vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
                                const char *reason, vigil_error *err);

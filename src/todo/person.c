@@ -83,9 +83,11 @@ vigil_code vg_todo_agent_create(vigil_runtime *rt, struct vg_todo *t, const char
     json_t *scopes = json_pack("[s]", scope);
     char *scopes_text = vg_json_dumps(scopes, JSON_COMPACT);
     json_decref(scopes);
+    /* At most 5 model turns a wake (seed 003's maxTurns): 4 rounds of tools, then the turn the
+     * loop's soft stop gives the model, without tools, to wrap up. */
     snprintf(config, sizeof config,
              "{\"tools\":" TASK_AGENT_TOOLS ",\"capabilities\":" TASK_AGENT_CAPABILITIES
-             ",\"allowed_scopes\":%s,\"limits\":{\"max_tool_rounds\":5}}",
+             ",\"allowed_scopes\":%s,\"limits\":{\"max_tool_rounds\":4}}",
              scopes_text ? scopes_text : "[]");
     free(scopes_text);
     vigil_agent_spec spec = {.name = name,

@@ -435,6 +435,21 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind
     return VIGIL_OK;
 }
 
+/* An interactive agent runs in the sessions a person starts (seed 000's interaction modes):
+ * its subscriptions and timers, which would run it on their own, do not wake it; an
+ * autonomous or hybrid agent takes them. Read only for those two reasons. */
+static vigil_code mode_refusal(struct vg_wake *w, const struct vg_wake_req *req, const char **why,
+                               vigil_error *err)
+{
+    char mode[16];
+    if (req->reason != VG_REASON_SUBSCRIPTION && req->reason != VG_REASON_TIMER)
+        return VIGIL_OK;
+    vigil_code rc = vg_agent_mode(w->env, req->agent_id, mode, err);
+    if (!rc && !strcmp(mode, "interactive"))
+        *why = VG_WAKE_SKIP_INTERACTIVE;
+    return rc;
+}
+
 /* A notification or timer firing for an agent that takes no wakes (dormant, destroyed, kill
  * switch) is logged as skipped, so an operator can see what it missed (trial G10). All such
  * triggers between two wakes of the agent share one record, merged like a queued wake's
@@ -541,6 +556,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
         goto out;
     rc = refusal(w, req->agent_id, req->kind, &why, err);
+    if (!rc && !why)
+        rc = mode_refusal(w, req, &why, err);
     if (rc == VIGIL_ENOTFOUND && req->refuse_quietly) {
         rc = VIGIL_OK;
         why = "agent does not exist";

@@ -104,6 +104,9 @@ printf '%s\n' "$OUT" >"$T/captured-wake.json"
 R=$OUT
 is ".entities == {\"$task\": \"work/$task\"}"
 is '.expect.calls == ["get_task succeeded", "update_task_estimate succeeded", "set_report succeeded", "record_observations succeeded"]'
+# The model's answers as the run had them: the report and the observations asked for together
+# stay one exchange, so the replay takes the run's 4 model turns, within the task agent's 5.
+is '(.exchanges | length) == 4 and (.exchanges[2].response.tool_calls | map(.name)) == ["set_report", "record_observations"]'
 # The wake says what changed and who changed it: person.OPERATION beside the ids.
 is '.turns[0] | tostring | contains("person.add_multiple_checklist_items")'
 expect 0 eval "$T/captured-wake.json"

@@ -1455,10 +1455,67 @@ TEST(the_echo_tool_answers_as_jansson_would)
     }
 }
 
+/* A memory whose compaction check is slow (an hour of the test clock) and then fails. */
+struct slow_failing_memory {
+    struct vg_loop_memory m;
+    struct vg_test_clock *clock;
+    int calls;
+};
+
+static vigil_code slow_failing_after_run(void *self, struct vg_env *env, const char *agent_id,
+                                         const char *thread_id, int64_t context_tokens,
+                                         vigil_error *err)
+{
+    struct slow_failing_memory *s = self;
+    (void)env, (void)agent_id, (void)thread_id, (void)context_tokens;
+    s->calls++;
+    vg_test_clock_advance(s->clock, 3600 * 1000);
+    return VG_FAIL(err, VIGIL_ESTORE, "compaction: the store is full");
+}
+
+/* Compaction is best-effort work after the run: the run is closed, completed, before it is
+ * considered, so a compaction check that takes an hour and then fails neither delays the run
+ * (its recorded duration holds none of that hour) nor fails it. (Not S0-033 whole: the jobs
+ * it schedules still run in the caller's thread after the turn, vigil_chat's and a daemon
+ * worker's, before they take their next turn.) */
+TEST(compaction_never_delays_or_fails_the_run)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_compaction_best_effort");
+    char id[37], thread[128], *show = NULL;
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "compaction", "[{\"response\":{\"text\":\"done\"}}]", 0);
+    struct slow_failing_memory mem = {.m = {.after_run = slow_failing_after_run},
+                                      .clock = &t.clock};
+    mem.m.self = &mem;
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    in.memory = &mem.m;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(mem.calls, 1); /* it was considered, slowly, and failed */
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_STREQ(r.final_text, "done");
+    completed_and_active(&t, r.run_id, id);
+    ASSERT_OK(vg_journal_run_show(t.env->store, r.run_id, &show, E));
+    json_t *v = json_loads(show, 0, NULL);
+    vg_free(show);
+    ASSERT(v);
+    json_t *run = json_object_get(v, "run") ? json_object_get(v, "run") : v;
+    const char *started = json_string_value(json_object_get(run, "started_at"));
+    const char *ended = json_string_value(json_object_get(run, "ended_at"));
+    ASSERT(started && ended);
+    ASSERT_STREQ(ended, started); /* the test clock moved only in the compaction check */
+    json_decref(v);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
     RUN(reply_without_tools_completes);
+    RUN(compaction_never_delays_or_fails_the_run);
     RUN(an_operators_input_is_accepted_appended_then_delivered);
     RUN(the_echo_tool_answers_as_jansson_would);
     RUN(tool_round_trip_with_parallel_calls);

@@ -314,8 +314,10 @@ TEST(apply_creates_then_is_unchanged_then_updates)
 }
 
 /* An agent's config takes the application's own fields in its extension map, each key
- * namespaced: kept with the agent, exported, applied back unchanged; a key without a
- * namespace is refused on every way in (create, a manifest), and nothing is written. */
+ * namespaced: kept with the agent (beside its schema version, model and prompt), exported,
+ * applied back unchanged; a key without a namespace is refused on every way in (create, a
+ * manifest), and so is any other free-form field (a key no manifest field sets): nothing is
+ * written. proves: S0-088 S0-082 (the prompt is kept as its text, DESIGN 3.1) */
 TEST(extension_fields_are_namespaced_kept_and_exported)
 {
     struct test_rt t;
@@ -324,12 +326,17 @@ TEST(extension_fields_are_namespaced_kept_and_exported)
     char id[37];
     vigil_agent_spec spec = {
         .name = "extended",
+        .model = "claude-sonnet-4-5",
+        .prompt = "You keep the board.",
         .config_json = "{\"extension\":{\"acme.color\":\"blue\",\"acme.ratio\":0.8,"
                        "\"acme.big\":1e300,\"acme.whole\":2.0,"
                        "\"com.example.board\":{\"id\":7,\"lanes\":[\"todo\",\"done\"]}}}"};
     ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
     json_t *agent = NULL;
     ASSERT_OK(vg_agent_get(t.env, id, &agent, NULL, E));
+    ASSERT(json_integer_value(json_object_get(agent, "schema_version")) >= 1);
+    ASSERT_STREQ(json_string_value(json_object_get(agent, "model")), "claude-sonnet-4-5");
+    ASSERT_STREQ(json_string_value(json_object_get(agent, "prompt")), "You keep the board.");
     json_t *ext = json_object_get(json_object_get(agent, "config"), "extension");
     ASSERT_STREQ(json_string_value(json_object_get(ext, "acme.color")), "blue");
     ASSERT_EQ(json_integer_value(json_object_get(json_object_get(ext, "com.example.board"), "id")),
@@ -361,6 +368,11 @@ TEST(extension_fields_are_namespaced_kept_and_exported)
         ASSERT_CODE(VIGIL_EINVAL, vigil_agent_create(t.rt, &b, bid, &err));
         ASSERT_CONTAINS(err.message, "extension");
     }
+    vigil_agent_spec loose = {.name = "refused", .config_json = "{\"color\":\"blue\"}"};
+    vigil_error lerr = {0};
+    char lid[37];
+    ASSERT_CODE(VIGIL_EINVAL, vigil_agent_create(t.rt, &loose, lid, &lerr));
+    ASSERT_CONTAINS(lerr.message, "unknown key \"color\"");
     write_file(dir, "extended.yaml", "name: extended\nextension: {color: blue}\n");
     r = apply(&t, dir, 0, VIGIL_EINVAL);
     json_decref(r);

@@ -730,7 +730,7 @@ TEST(a_person_concluding_a_task_retires_its_agent_and_hands_the_follow_up_on)
 /* What `vigil todo agent` makes for a task: kind task_agent, autonomous, allowed its task's
  * scope (CATEGORY/TASK: the task's category, narrowed to the task), its active-task slot the
  * task, and the seed's tools: the six editing tools and record_observations (with get_task to
- * read its task and set_report for its report), at most 5 tool rounds a wake.
+ * read its task and set_report for its report), at most 4 tool rounds a wake (5 model turns).
  * proves: S3-044 S3-045 */
 TEST(a_task_agent_is_made_for_its_task)
 {
@@ -771,7 +771,7 @@ TEST(a_task_agent_is_made_for_its_task)
     }
     ASSERT_EQ(
         json_integer_value(json_object_get(json_object_get(config, "limits"), "max_tool_rounds")),
-        5);
+        4);
     json_decref(v);
     /* And it may call them: each is among the tools the gate lets it call. */
     ASSERT_OK(vigil_tool_list_for_agent(t.rt, agent, &text, E));

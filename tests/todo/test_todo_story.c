@@ -6,7 +6,9 @@
  */
 #include "helpers/test.h"
 
+#include "loop/watch_model.h"
 #include "os/fs.h"
+#include "runtime/runtime_int.h"
 #include "todo/todo.h"
 
 #include <jansson.h>
@@ -321,9 +323,259 @@ TEST(a_task_agent_wakes_with_its_task_and_what_changed)
     vg_todo_close(todo);
 }
 
+/* A model that never stops asking for tools: each turn a different change of the estimate (no
+ * doom loop), more turns than a wake may take. */
+static void write_endless_cassette(const char *path, const char *task)
+{
+    json_t *ex = json_array();
+    ASSERT(ex);
+    for (int i = 0; i < 12; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "c%d", i);
+        json_array_append_new(ex, json_pack("{s:{s:[{s:s, s:s, s:{s:s, s:i}}]}}", "response",
+                                            "tool_calls", "id", id, "name", "update_task_estimate",
+                                            "arguments", "task_id", task, "estimate_minutes",
+                                            10 * (i + 1)));
+    }
+    json_t *c = json_pack("{s:i, s:o}", "vigil_cassette", 1, "exchanges", ex);
+    ASSERT(c);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    free(text);
+}
+
+/* A task agent's wake takes at most 5 model turns, by default (as `vigil todo agent` makes
+ * it): a model that keeps asking for tools gets 4 rounds of them, then one turn without tools
+ * to wrap up, and the run ends there. proves: S3-049 */
+TEST(a_task_agents_wake_runs_at_most_five_model_turns)
+{
+    const char *dir = vg_test_tmpdir("todo_turns");
+    char path[4200], cassette[4200], task[64], agent[37], args[300], *text = NULL;
+    struct vg_todo *todo = NULL;
+    int ran = 0;
+    snprintf(path, sizeof path, "%s/tasks.db", dir);
+    ASSERT_OK(vg_todo_open(path, 1, NULL, NULL, &todo, E));
+    json_decref(apply(todo, "create_category", "{\"id\":\"work\"}"));
+    json_t *r = apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"Endless\"}");
+    snprintf(task, sizeof task, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    snprintf(cassette, sizeof cassette, "%s/model.json", dir);
+    write_endless_cassette(cassette, task);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    snprintf(path, sizeof path, "%s/app.db", dir);
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
+    ro.store_uri = path;
+    ro.create_if_missing = 1;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    ASSERT_OK(vg_todo_register_tools(rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(rt, todo, task, agent, E));
+
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"priority\":\"high\"}", task);
+    r = apply(todo, "update_task_priority", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_OK(vigil_runs_list(rt, agent, NULL, NULL, 10, &text, E));
+    json_t *runs = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *items = json_object_get(runs, "items");
+    ASSERT_EQ(json_array_size(items), 1);
+    json_t *run = json_array_get(items, 0);
+    ASSERT_EQ(json_integer_value(json_object_get(run, "model_calls")), 5);
+    /* The fifth turn's call is recorded, refused (limit_reached), and never runs. */
+    ASSERT_EQ(json_integer_value(json_object_get(run, "tool_calls")), 5);
+    json_decref(runs);
+    /* The tools ran four times: the estimate is the fourth turn's. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", task);
+    r = apply(todo, "get_task", args);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(r, "result"), "estimate_minutes")),
+              40);
+    json_decref(r);
+    vigil_runtime_close(rt);
+    vg_todo_close(todo);
+}
+
+/* The first wake: a note, a report, a word; then the re-analysis: a word. */
+static const char reanalysis_cassette[] =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"record_observations\","
+    "\"arguments\":{\"notes\":[\"NOTE-ONE: the venue is the risk\"]}}]}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"set_report\","
+    "\"arguments\":{\"scope\":\"current\",\"markdown\":\"## REPORT-ONE\\nvenue open\"}}]}},"
+    "{\"response\":{\"text\":\"FIRST-WAKE-WORDS\"}},"
+    "{\"response\":{\"text\":\"re-read\"}}]}";
+
+static int request_has(json_t *req, const char *needle)
+{
+    char *text = json_dumps(req, JSON_COMPACT);
+    int found = text && strstr(text, needle);
+    free(text);
+    return found;
+}
+
+/* A person's re-analysis (a manual wake, `vigil wake AGENT`: no change woke it) runs the task
+ * agent with its full context: its prompt, its report, every observation, and its task as it
+ * is now, in full, although nothing of the task changed; the earlier wake's raw turns are not
+ * replayed. proves: S3-061 */
+TEST(a_manual_reanalysis_wake_runs_with_the_full_context)
+{
+    const char *dir = vg_test_tmpdir("todo_reanalysis");
+    char path[4200], cassette[4200], task[64], agent[37], args[300], key[65];
+    struct vg_todo *todo = NULL;
+    struct watch_model wm;
+    int ran = 0;
+    snprintf(path, sizeof path, "%s/tasks.db", dir);
+    ASSERT_OK(vg_todo_open(path, 1, NULL, NULL, &todo, E));
+    json_decref(apply(todo, "create_category", "{\"id\":\"work\"}"));
+    json_t *r =
+        apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"Plan the party\"}");
+    snprintf(task, sizeof task, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    snprintf(cassette, sizeof cassette, "%s/model.json", dir);
+    ASSERT_OK(vg_fs_write_file(cassette, reanalysis_cassette, strlen(reanalysis_cassette), E));
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    snprintf(path, sizeof path, "%s/app.db", dir);
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
+    ro.store_uri = path;
+    ro.create_if_missing = 1;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    ASSERT_OK(vg_todo_register_tools(rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(rt, todo, task, agent, E));
+    ASSERT_OK(vg_runtime_prepare(rt, E));
+    watch_model_init(&wm, rt->model);
+    wm.keep = 1;
+    rt->model = &wm.base;
+
+    /* First wake: a person adds an item; the agent notes, reports, answers. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"book the venue\"]}", task);
+    r = apply(todo, "add_multiple_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(json_array_size(wm.requests), 3);
+
+    /* The re-analysis: woken by hand, nothing changed. */
+    ASSERT_OK(vigil_wake_agent(rt, agent, NULL, NULL, key, E));
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(json_array_size(wm.requests), 4);
+    json_t *req = json_array_get(wm.requests, 3);
+    ASSERT(request_has(req, "You look after one task"));         /* the prompt */
+    ASSERT(request_has(req, "REPORT-ONE"));                      /* the report */
+    ASSERT(request_has(req, "NOTE-ONE: the venue is the risk")); /* the observations */
+    ASSERT(request_has(req, "reason manual"));
+    ASSERT(request_has(req, "Your task as it is now")); /* the task, in full */
+    ASSERT(request_has(req, "Plan the party"));
+    ASSERT(request_has(req, "book the venue"));
+    ASSERT(!request_has(req, "FIRST-WAKE-WORDS")); /* not the first wake's raw turns */
+    rt->model = wm.inner;
+    watch_model_release(&wm);
+    vigil_runtime_close(rt);
+    vg_todo_close(todo);
+}
+
+/* The task agent reaches for another task of its category: get_task of it, then a word. */
+static void write_reaching_cassette(const char *path, const char *other)
+{
+    json_t *c = json_pack("{s:i, s:[{s:{s:[{s:s, s:s, s:{s:s}}]}}, {s:{s:s}}]}", "vigil_cassette",
+                          1, "exchanges", "response", "tool_calls", "id", "c1", "name", "get_task",
+                          "arguments", "task_id", other, "response", "text", "ok");
+    ASSERT(c);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    free(text);
+}
+
+/* A task agent's model input is its own task and the tasks linked to it: woken by a batch in
+ * which another task of its category changed too, and asking for that task, it is sent its own
+ * task in full and the other's id at most (a token of the batch), never the other task's
+ * content: the read is refused out of scope. proves: S3-007 */
+TEST(a_task_agents_model_input_is_its_task_and_linked_tasks_only)
+{
+    const char *dir = vg_test_tmpdir("todo_bounded");
+    char path[4200], cassette[4200], task[64], other[64], agent[37], args[300];
+    struct vg_todo *todo = NULL;
+    struct watch_model wm;
+    int ran = 0;
+    snprintf(path, sizeof path, "%s/tasks.db", dir);
+    ASSERT_OK(vg_todo_open(path, 1, NULL, NULL, &todo, E));
+    json_decref(apply(todo, "create_category", "{\"id\":\"work\"}"));
+    json_t *r = apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"OWN-TITLE\"}");
+    snprintf(task, sizeof task, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    r = apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"OTHER-TITLE\"}");
+    snprintf(other, sizeof other, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    snprintf(cassette, sizeof cassette, "%s/model.json", dir);
+    write_reaching_cassette(cassette, other);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    snprintf(path, sizeof path, "%s/app.db", dir);
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
+    ro.store_uri = path;
+    ro.create_if_missing = 1;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    ASSERT_OK(vg_todo_register_tools(rt, todo, E));
+    ASSERT_OK(vg_todo_agent_create(rt, todo, task, agent, E));
+    ASSERT_OK(vg_runtime_prepare(rt, E));
+    watch_model_init(&wm, rt->model);
+    wm.keep = 1;
+    rt->model = &wm.base;
+
+    /* Both tasks change before the agent wakes: one batch. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"OWN-ITEM\"]}", task);
+    r = apply(todo, "add_multiple_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"OTHER-ITEM\"]}", other);
+    r = apply(todo, "add_multiple_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(json_array_size(wm.requests), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *req = json_array_get(wm.requests, i);
+        ASSERT(request_has(req, "OWN-TITLE"));
+        ASSERT(request_has(req, "OWN-ITEM"));
+        ASSERT(!request_has(req, "OTHER-TITLE"));
+        ASSERT(!request_has(req, "OTHER-ITEM"));
+    }
+    ASSERT(request_has(json_array_get(wm.requests, 1), "out_of_scope")); /* the read refused */
+    rt->model = wm.inner;
+    watch_model_release(&wm);
+    vigil_runtime_close(rt);
+    vg_todo_close(todo);
+}
+
 int main(void)
 {
     RUN(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates);
     RUN(a_task_agent_wakes_with_its_task_and_what_changed);
+    RUN(a_task_agents_wake_runs_at_most_five_model_turns);
+    RUN(a_manual_reanalysis_wake_runs_with_the_full_context);
+    RUN(a_task_agents_model_input_is_its_task_and_linked_tasks_only);
     return 0;
 }

@@ -1403,9 +1403,97 @@ TEST(a_sleeping_agent_does_not_run_until_sleep_until)
     test_rt_close(&t);
 }
 
+static void make_agent_of_mode(struct test_rt *t, const char *name, const char *mode, char id[37])
+{
+    vigil_agent_spec spec = {.name = name, .mode = mode};
+    ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
+    ASSERT_OK(vg_agent_transition(t->env, id, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+}
+
+static int first_body(void *user, const struct vg_record *r)
+{
+    *(json_t **)user = json_loads(r->body, 0, NULL);
+    return 1;
+}
+
+/* The newest wake of an agent whose status is `status` (NULL when it has none). */
+static json_t *wake_of(struct test_rt *t, const char *agent, const char *status)
+{
+    json_t *v = NULL;
+    struct vg_query q = {
+        .kind = "wake_run", .owner = agent, .k1 = status, .descending = 1, .limit = 1};
+    ASSERT_OK(vg_store_scan(t->env->store, &q, first_body, &v, E));
+    return v;
+}
+
+/* Interaction modes: an autonomous agent runs when its triggers wake it, an interactive one in
+ * the sessions a person starts, a hybrid one both. A batch its subscription matches and a timer
+ * of its coming due wake the autonomous and the hybrid agent, and not the interactive one: its
+ * trigger is logged as skipped, saying why; a person's turn wakes the interactive agent. */
+TEST(an_interactive_agent_is_woken_by_a_person_not_by_its_triggers)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct vg_match_stats st;
+    char agents[3][37], sub[201], key[65];
+    static const char *const modes[] = {"autonomous", "interactive", "hybrid"};
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_modes");
+    const char *toks[] = {"TASK"};
+    for (int i = 0; i < 3; i++) {
+        make_agent_of_mode(&t, modes[i], modes[i], agents[i]);
+        sub_add(&t, agents[i], toks, 1, sub);
+    }
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    const char *in[] = {"TASK", "task-1"};
+    batch(&w, in, 2, NULL, "1", &st);
+    for (int i = 0; i < 3; i++) {
+        struct vg_wake_req timer = {.reason = VG_REASON_TIMER,
+                                    .agent_id = agents[i],
+                                    .reason_id = "timer-1",
+                                    .scheduled_ms = 1000};
+        ASSERT_OK(vg_wake_enqueue(&w, &timer, key, &res, E));
+    }
+    ASSERT_EQ(count_runs(&t, agents[0], "queued"), 1); /* the timer merged into the batch's */
+    ASSERT_EQ(count_runs(&t, agents[2], "queued"), 1);
+    ASSERT_EQ(count_runs(&t, agents[1], "queued"), 0);
+    ASSERT_EQ(count_runs(&t, agents[1], "skipped"), 1); /* both triggers, one record */
+    json_t *skipped = wake_of(&t, agents[1], "skipped");
+    ASSERT_STREQ(js(skipped, "skip_reason"), VG_WAKE_SKIP_INTERACTIVE);
+    json_decref(skipped);
+    /* The mode is read from the record's text; a config nested past what that scan follows
+     * (an extension 40 arrays deep) is read whole, and says the same. */
+    char deep[37], config[200];
+    snprintf(config, sizeof config, "{\"extension\":{\"acme.deep\":%.40s%.40s}}",
+             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+    vigil_agent_spec deep_spec = {.name = "deep", .mode = "interactive", .config_json = config};
+    ASSERT_OK(vigil_agent_create(t.rt, &deep_spec, deep, E));
+    ASSERT_OK(vg_agent_transition(t.env, deep, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    struct vg_wake_req deep_timer = {
+        .reason = VG_REASON_TIMER, .agent_id = deep, .reason_id = "timer-2", .scheduled_ms = 1000};
+    ASSERT_OK(vg_wake_enqueue(&w, &deep_timer, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_SKIPPED);
+
+    /* A person's turn runs it. */
+    json_t *seed = json_string("let's plan the day");
+    struct vg_wake_req turn = {.reason = VG_REASON_USER,
+                               .agent_id = agents[1],
+                               .session_id = "morning",
+                               .turn_id = "t1",
+                               .seed_input = seed};
+    ASSERT_OK(vg_wake_enqueue(&w, &turn, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    ASSERT_EQ(count_runs(&t, agents[1], "queued"), 1);
+    json_decref(seed);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     test_wake_runners_provide();
+    RUN(an_interactive_agent_is_woken_by_a_person_not_by_its_triggers);
     RUN(a_sleeping_agent_does_not_run_until_sleep_until);
     RUN(a_completed_run_emits_state_changed_and_resets_runtime_state);
     RUN(a_wake_log_entry_holds_the_wakes_identity_times_and_outcome);
