@@ -76,7 +76,7 @@ struct vg_mcp_client {
     json_t *tools;          /* the last tools/list, or NULL */
     int tools_stale;
     int64_t backoff_ms, retry_at_ns;
-    int timeouts; /* requests in a row that timed out */
+    int timeouts;   /* requests in a row that timed out */
     int unanswered; /* the last request was written whole and the server died before answering */
     char down_why[240];
     struct vg_mcp_http http;      /* url servers: session and version (http.c) */
