@@ -14,7 +14,7 @@ static const char task_help[] =
     "       vigil task show ID [--json]  its fields, and the tasks on its edges with titles\n"
     "       vigil task graph [--json] every task with its status and title, then every edge,\n"
     "                                 one \"A -> B  (TITLE A -> TITLE B)\" a line\n"
-    "       vigil task cancel ID      cancel it and every task it blocks\n"
+    "       vigil task cancel ID      cancel it (and its run) and every task it blocks\n"
     "       vigil task dispatch [--slots N] [--json]\n"
     "                                 start ready tasks as wakes of agents of their kind\n"
     "\n"

@@ -76,7 +76,8 @@ struct vg_mcp_client {
     json_t *tools;          /* the last tools/list, or NULL */
     int tools_stale;
     int64_t backoff_ms, retry_at_ns;
-    int timeouts; /* requests in a row that timed out */
+    int timeouts;   /* requests in a row that timed out */
+    int unanswered; /* the last request was written whole and the server died before answering */
     char down_why[240];
     struct vg_mcp_http http;      /* url servers: session and version (http.c) */
     struct vg_mcp_http_kept kept; /* url servers: what http keeps between POSTs */
@@ -691,6 +692,7 @@ static vigil_code exchange_text(struct vg_mcp_client *c, int64_t id, const char 
         rc = http_exchange(c, &body, method, name, id, t, &resp, err);
     } else if (!(rc = send_text(c, m->data, m->len, now + t, err))) {
         rc = await(c, id, now + t, now + 10 * t, t, &resp, err);
+        c->unanswered = rc == VIGIL_ENETWORK; /* it had the request: it may have acted */
     }
     if (rc == VIGIL_ETIMEOUT && cancel && c->state == ST_RUNNING && c->proc.pid > 0) {
         vigil_error e2 = {0};
@@ -1094,17 +1096,28 @@ static vigil_code call_modern(struct vg_mcp_client *c, const char *tool, json_t 
     return rc;
 }
 
-vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,
-                              json_t **result, vigil_error *err)
+vigil_code vg_mcp_client_call_unanswered(struct vg_mcp_client *c, const char *tool, json_t *args,
+                                         json_t **result, int *unanswered, vigil_error *err)
 {
     lock(c);
+    int called = 0;
     vigil_code rc = ensure(c, c->conf->timeout_ms, err);
     if (!rc) {
+        c->unanswered = 0; /* the start's own requests are not the call's */
+        called = 1;
         rc = c->era == ERA_MODERN ? call_modern(c, tool, args, result, err)
                                   : call_legacy(c, tool, args, result, err);
         c->progress_token = -1;
         breaker(c, rc);
     }
+    if (unanswered)
+        *unanswered = rc && called && c->unanswered;
     unlock(c);
     return rc;
+}
+
+vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,
+                              json_t **result, vigil_error *err)
+{
+    return vg_mcp_client_call_unanswered(c, tool, args, result, NULL, err);
 }

@@ -134,6 +134,11 @@ int vg_mcp_client_tools_changed(struct vg_mcp_client *c);
  * notifications/cancelled); an answer over max_message ETOOBIG. args borrowed (NULL: {}). */
 vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,
                               json_t **result, vigil_error *err);
+/* vg_mcp_client_call, and *unanswered = 1 when it failed after its request reached a stdio
+ * server whole and the server died (or closed its output) before answering: the tool may have
+ * acted (trial L2). A timeout is told by its code (ETIMEOUT), not here. */
+vigil_code vg_mcp_client_call_unanswered(struct vg_mcp_client *c, const char *tool, json_t *args,
+                                         json_t **result, int *unanswered, vigil_error *err);
 /* Any request (params stolen, may be NULL); timeout_ms <= 0: the server's. */
 vigil_code vg_mcp_client_request(struct vg_mcp_client *c, const char *method, json_t *params,
                                  int timeout_ms, json_t **result, vigil_error *err);

@@ -341,10 +341,16 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
         return r->result ? VIGIL_OK
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory previewing an MCP call");
     }
-    vigil_code rc = vg_mcp_client_call(m->client, e->mcp_name, q->args, &res, &ce);
+    int unanswered = 0;
+    vigil_code rc =
+        vg_mcp_client_call_unanswered(m->client, e->mcp_name, q->args, &res, &unanswered, &ce);
     if (rc) {
         vg_tool_response_fail(r, rc == VIGIL_ETIMEOUT ? VG_TOOL_TIMEOUT : VG_TOOL_FAILED, "%s",
                               ce.message);
+        /* A server that died holding the request may have done its effect first: stopped,
+         * like a command killed mid-run, so a non-idempotent mutating call is held in doubt
+         * rather than failed, which invited a retry that did it twice (trial L2). */
+        r->stopped = unanswered;
         return VIGIL_OK;
     }
     answer(e, res, r);

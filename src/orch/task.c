@@ -552,6 +552,22 @@ static vigil_code close_dependents(struct vg_env *env, json_t *t, const char *wh
     return rc;
 }
 
+/* A cancelled task's run stops too (trial L1): a queued one never starts, one under way is asked
+ * to stop at its next safe point, as `vigil runs cancel` does. Its end then finds the task
+ * cancelled and changes nothing. A run that ended meanwhile (ESTATE) has nothing to stop. */
+static vigil_code stop_run(struct vg_env *env, json_t *t, vigil_error *err)
+{
+    const char *key = jstr(t, "run_key");
+    if (strcmp(jstr(t, "status"), "running") || !key)
+        return VIGIL_OK;
+    int queued = 0;
+    vigil_error e = {0};
+    vigil_code rc = vg_run_cancel(env, key, NULL, &queued, &e);
+    if (rc && rc != VIGIL_ESTATE)
+        vg_error_copy(err, &e);
+    return rc == VIGIL_ESTATE ? VIGIL_OK : rc;
+}
+
 vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err)
 {
     json_t *t = NULL;
@@ -569,6 +585,8 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err)
         json_decref(p);
         if (!rc)
             rc = close_dependents(env, t, "a task it waits for was cancelled", err);
+        if (!rc)
+            rc = stop_run(env, t, err);
     }
     json_decref(t);
     return vg_store_end(env->store, rc, err);

@@ -102,6 +102,30 @@ TEST(a_non_idempotent_mcp_call_cut_by_a_crash_is_in_doubt)
     test_rt_close(&t);
 }
 
+/* The server, not vigil, dies mid-call (trial L2): it had the request and may have done its
+ * effect (a row inserted, then the crash), so a non-idempotent mutating call is in doubt for a
+ * person, not a plain failure the model would retry. */
+TEST(a_non_idempotent_mcp_call_whose_server_dies_holding_it_is_in_doubt)
+{
+    struct test_rt t;
+    char a[37];
+    vigil_error err = {0};
+    test_rt_open(&t, "mcp_gate_died");
+    make_agent(&t, "{\"tools\": [\"fault__*\"]}", a);
+    const struct vg_tool_def *d = vg_tool_executor_find(executor(&t), "fault__crash");
+    ASSERT(d && d->mutating && d->idem == VG_IDEM_NON_IDEMPOTENT);
+    struct vg_tool_outcome o = {0};
+    call_tool(&t, a, "wake-died", "fault__crash", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_IN_DOUBT);
+    ASSERT(strstr(o.error_message, "may have taken effect") != NULL);
+    vg_tool_outcome_release(&o);
+    json_t *items = NULL;
+    ASSERT_EQ(vg_tool_in_doubt_list(t.env, a, &items, &err), VIGIL_OK);
+    ASSERT_EQ(json_array_size(items), 1);
+    json_decref(items);
+    test_rt_close(&t);
+}
+
 TEST(an_idempotent_mcp_call_cut_by_a_crash_runs_again)
 {
     struct test_rt t;
@@ -325,6 +349,7 @@ int main(void)
     write_config("");
     RUN(the_tool_list_is_cached_until_the_declaration_changes);
     RUN(a_non_idempotent_mcp_call_cut_by_a_crash_is_in_doubt);
+    RUN(a_non_idempotent_mcp_call_whose_server_dies_holding_it_is_in_doubt);
     RUN(an_idempotent_mcp_call_cut_by_a_crash_runs_again);
     RUN(a_manifest_server_serves_its_agent_lazily_and_grows);
     RUN(a_running_runtime_follows_its_agents_declarations);

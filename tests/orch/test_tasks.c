@@ -236,6 +236,50 @@ TEST(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts)
     test_rt_close(&t);
 }
 
+/* Cancelling a running task stops its run (trial L1: the run went on, calling tools and the
+ * model for a task already cancelled): a queued run never starts, one under way is asked to
+ * stop, as `vigil runs cancel` asks it; the task stays cancelled, with what it blocks. */
+static void run_key_of(struct test_rt *t, const char *id, char key[65]);
+
+TEST(cancelling_a_running_task_stops_its_run)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w[37], key[65];
+    test_rt_open(&t, "task_cancel_running");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    int started = 0, ran = -1, got = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    ASSERT_STREQ(status(&t, a), "running"); /* its wake queued */
+    ASSERT_OK(vigil_task_cancel(t.rt, a, E));
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    ASSERT_STREQ(status(&t, c), "cancelled");
+    ASSERT_STREQ(status(&t, b), "running"); /* the freed slot */
+    run_key_of(&t, b, key);
+    struct vg_wake wk;
+    struct vg_wake_job job;
+    memset(&job, 0, sizeof job);
+    ASSERT_OK(vg_wake_init(&wk, t.env, NULL, E));
+    ASSERT_OK(vg_wake_claim(&wk, &job, &got, E)); /* b's run, under way */
+    ASSERT_EQ(got, 1);
+    ASSERT_STREQ(job.run_key, key);
+    ASSERT_EQ(vg_run_cancel_requested(t.env, key, NULL, 0), 0);
+    ASSERT_OK(vigil_task_cancel(t.rt, b, E));
+    ASSERT_EQ(vg_run_cancel_requested(t.env, key, NULL, 0), 1);
+    ASSERT_STREQ(status(&t, b), "cancelled");
+    ASSERT_OK(vg_wake_finish(&wk, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    ASSERT_OK(vg_wake_drain(&wk, vg_wake_runner_loop(), 4, &ran, E));
+    ASSERT_EQ(ran, 0); /* a's queued run never started */
+    vg_wake_release(&wk);
+    test_rt_close(&t);
+}
+
 /* The counts are kept between calls while nothing they count changed (the daemon's event poller
  * asks every poll): each change, by this runtime or by another process on the store, shows at
  * the next call all the same. */
@@ -1299,6 +1343,7 @@ int main(void)
     RUN(a_cycle_already_stored_is_detected_at_run_time);
     RUN(two_dispatchers_racing_on_one_task_start_it_once);
     RUN(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts);
+    RUN(cancelling_a_running_task_stops_its_run);
     RUN(task_counts_follow_every_writer_while_kept_between_calls);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
