@@ -38,6 +38,10 @@ vigil_code vg_sync_sidecar_put(struct vg_store *s, const char *kind, const char 
                                const char *owner, const struct json_t *body, int64_t rev,
                                vigil_error *err);
 
+/* Whether s holds the record (kind, id). */
+vigil_code vg_sync_record_present(struct vg_store *s, const char *kind, const char *id,
+                                  int *present, vigil_error *err);
+
 /* The fields of an agent's state body that are shared (the rest are this device's own). */
 extern const char *const vg_sync_state_scalars[4];
 
