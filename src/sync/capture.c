@@ -20,15 +20,21 @@
 
 /* ---- classes ------------------------------------------------------------------------------- */
 
-/* The pointer links' types: projections rebuilt on apply (agent/adopt.c), never logged. */
+/* The pointer links' types: projections rebuilt on apply (agent/adopt.c), never logged; but
+ * for a report head (seed 000's agentReportHead), which is logged and sent like any record and
+ * whose value each device still derives (vg_sync_derived). */
 static int pointer_link(const char *id)
 {
-    static const char *const types[] = {
-        "agent_state:", "agent_head_message:", "agent_report_head:"};
+    static const char *const types[] = {"agent_state:", "agent_head_message:"};
     for (size_t i = 0; i < VG_ARRAY_LEN(types); i++)
         if (!strncmp(id, types[i], strlen(types[i])))
             return 1;
     return 0;
+}
+
+int vg_sync_derived(const char *kind, const char *id)
+{
+    return !strcmp(kind, "link") && !strncmp(id, "agent_report_head:", 18);
 }
 
 enum vg_sync_class vg_sync_class_of(const char *kind, const char *id)

@@ -673,6 +673,8 @@ static vigil_code keep_version(struct vg_env *env, const json_t *o, int cls, int
             *changed = 1;
         return take ? put_new(env, &in, err) : VIGIL_OK; /* else: stays deleted here */
     }
+    if (vg_sync_derived(in.kind, in.id))
+        return VIGIL_OK; /* its value is this store's derivation: only its clock is merged */
     rc = merged_body(cls, take ? in.body : local->body, local->body, side, &body, err);
     if (!rc)
         rc = write_merged(env, local, take ? &in : local, body, changed, err);

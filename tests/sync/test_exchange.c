@@ -679,9 +679,8 @@ TEST(shared_state_syncs_and_runtime_state_never_does)
 
 /* Every synced record written after the join has an entry in the host's log and, changed in
  * place, a clock; each update is an entry of its own; one payload type names each record's
- * subtype and carries the body the store holds. (Of the seed's subtypes, subscriptions and
- * timers do not sync yet and report heads are rebuilt, not sent: docs/internals/SYNC.md; so
- * S0-091 and S0-162 are not claimed here.)
+ * subtype and carries the body the store holds. (Subscriptions, timers, source references and
+ * report heads: the test subscriptions_timers_and_source_refs_sync_with_their_log_entries.)
  * proves: S3-019 S0-090 */
 TEST(every_synced_record_has_its_log_entry_and_clock)
 {
@@ -833,12 +832,13 @@ static void subs_matching(struct device *d, const char *token, char *out, size_t
     vg_id_list_release(&ids);
 }
 
-/* Subscriptions, timers and source references are agent-domain records like the others: each
- * write has its entry in the host's log and goes in the one payload type under its subtype; a
+/* Subscriptions, timers, source references and report heads are agent-domain records like the
+ * others: each write has its entry in the host's log and goes in the one payload type under
+ * its subtype (with messages, which the tests above send, every subtype of seed 000's); a
  * subscription arrives with its token index, so a notification on the other device matches
  * it; a timer arrives held, not firing (its home device fires it), and an edit made on the
  * other device comes back to its home.
- * proves: S0-162 */
+ * proves: S0-091 S0-162 */
 TEST(subscriptions_timers_and_source_refs_sync_with_their_log_entries)
 {
     struct device a, b;
@@ -852,6 +852,9 @@ TEST(subscriptions_timers_and_source_refs_sync_with_their_log_entries)
     ASSERT_OK(vg_source_ref_add(a.env, agent, "task", "t-42", E));
     /* Each write an entry of its own (a subscription, a timer, a source reference). */
     ASSERT_EQ(count_kind(&a, "sync_log", vg_sync_host(a.env)), before + 3);
+    /* A report and its scope's head, two. */
+    ASSERT_OK(vg_report_set(a.env, agent, "current", "all well", NULL, NULL, NULL, E));
+    ASSERT_EQ(count_kind(&a, "sync_log", vg_sync_host(a.env)), before + 5);
     json_t *hello = NULL, *offer = NULL;
     ASSERT_OK(vg_sync_hello(b.env, &hello, E));
     ASSERT_OK(vg_sync_offer(a.env, hello, &offer, E));
@@ -860,12 +863,15 @@ TEST(subscriptions_timers_and_source_refs_sync_with_their_log_entries)
     json_t *r, *e;
     json_array_foreach (json_object_get(offer, "records"), i, r) {
         const char *kind = json_string_value(json_object_get(r, "kind"));
+        const char *id = json_string_value(json_object_get(r, "id"));
         seen |= !strcmp(kind, "subscription") ? 1
                 : !strcmp(kind, "timer")      ? 2
                 : !strcmp(kind, "source_ref") ? 4
                                               : 0;
+        seen |= !strcmp(kind, "agent") ? 8 : !strcmp(kind, "agent_state") ? 16 : 0;
+        seen |= !strcmp(kind, "report") ? 32 : !strncmp(id, "agent_report_head:", 18) ? 64 : 0;
     }
-    ASSERT_EQ(seen, 7);
+    ASSERT_EQ(seen, 127); /* seed 000's subtypes but the message (the tests above send those) */
     seen = 0;
     json_array_foreach (json_object_get(offer, "entries"), i, e) {
         const char *kind = json_string_value(json_array_get(e, 2));
