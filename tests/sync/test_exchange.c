@@ -1054,6 +1054,93 @@ TEST(a_kept_window_takes_in_messages_sync_stored_below_its_newest)
     device_close(&b);
 }
 
+/* "NUMBER:markdown,..." of the agent's current report and its history on d. */
+static void report_numbers(struct device *d, const char *agent, char *out, size_t n)
+{
+    json_t *v = NULL, *h;
+    size_t i, len = 0;
+    ASSERT_OK(vg_report_get(d->env, agent, "current", 5, &v, E));
+    json_t *all = json_array();
+    json_array_append(all, json_object_get(v, "report"));
+    json_array_foreach (json_object_get(v, "history"), i, h)
+        json_array_append(all, h);
+    out[0] = '\0';
+    json_array_foreach (all, i, h)
+        len += (size_t)snprintf(out + len, n - len, "%s:%s,",
+                                json_string_value(json_object_get(h, "number")),
+                                json_string_value(json_object_get(h, "markdown")));
+    json_decref(all);
+    json_decref(v);
+}
+
+/* Trial K11: two devices that each wrote a report apart both numbered it #2. The rule: a
+ * number several reports of a scope share gets a letter per report, in the order of their ids,
+ * so every device that holds them reads the same labels ("2a", "2b"), and a person can say
+ * which one is meant. */
+TEST(reports_numbered_alike_on_two_devices_are_told_apart_the_same_way)
+{
+    struct device a, b;
+    char agent[37], on_a[512], on_b[512];
+    device_open(&a, "sync_k11_a", 231);
+    device_open(&b, "sync_k11_b", 232);
+    create_agent(&a, "pal", agent);
+    ASSERT_OK(vg_report_set(a.env, agent, "current", "one", NULL, NULL, NULL, E));
+    both(&a, &b);
+    ASSERT_OK(vg_report_set(a.env, agent, "current", "laptop", NULL, NULL, NULL, E));
+    ASSERT_OK(vg_report_set(b.env, agent, "current", "desktop", NULL, NULL, NULL, E));
+    report_numbers(&a, agent, on_a, sizeof on_a);
+    ASSERT_STREQ(on_a, "2:laptop,1:one,");
+    both(&a, &b);
+    report_numbers(&a, agent, on_a, sizeof on_a);
+    report_numbers(&b, agent, on_b, sizeof on_b);
+    ASSERT_STREQ(on_a, on_b);
+    ASSERT(strstr(on_a, "2a:") && strstr(on_a, "2b:") && strstr(on_a, "1:one,"));
+    /* The next report numbers above both. */
+    ASSERT_OK(vg_report_set(b.env, agent, "current", "after", NULL, NULL, NULL, E));
+    report_numbers(&b, agent, on_b, sizeof on_b);
+    ASSERT(!strncmp(on_b, "3:after,", 8));
+    device_close(&a);
+    device_close(&b);
+}
+
+/* Trial K9: two agents made apart under one name both keep it after a sync (nothing could
+ * decide which one a person means by it), and a lookup by that name is refused (give an id); so
+ * the sync names them, the same way from either side: duplicate_names, by name, ids sorted. */
+TEST(a_sync_names_the_agents_two_devices_made_under_one_name)
+{
+    struct device a, b;
+    char pal_a[37], pal_b[37], other[37], want[256];
+    device_open(&a, "sync_k9_a", 241);
+    device_open(&b, "sync_k9_b", 242);
+    create_agent(&a, "Pal", pal_a);
+    create_agent(&b, "Pal", pal_b);
+    create_agent(&b, "Solo", other);
+    char *text = NULL;
+    ASSERT_OK(vigil_sync_with(a.rt, b.rt, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    snprintf(want, sizeof want, "[{\"name\": \"Pal\", \"ids\": [\"%s\", \"%s\"]}]",
+             strcmp(pal_a, pal_b) < 0 ? pal_a : pal_b, strcmp(pal_a, pal_b) < 0 ? pal_b : pal_a);
+    json_t *expected = json_loads(want, 0, NULL);
+    ASSERT(json_equal(json_object_get(v, "duplicate_names"), expected));
+    json_decref(v);
+    ASSERT_OK(vigil_sync_with(b.rt, a.rt, &text, E));
+    v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT(json_equal(json_object_get(v, "duplicate_names"), expected));
+    json_decref(v);
+    /* Destroyed, one is no longer a duplicate. */
+    ASSERT_OK(vg_agent_transition(a.env, pal_a, VIGIL_LIFECYCLE_DESTROYED, "one is enough", E));
+    ASSERT_OK(vigil_sync_with(a.rt, b.rt, &text, E));
+    v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT_EQ(json_array_size(json_object_get(v, "duplicate_names")), 0);
+    json_decref(v);
+    json_decref(expected);
+    device_close(&a);
+    device_close(&b);
+}
+
 /* A store copied to a second machine has its original's host id: the exchange refuses it. */
 /* Item 7 of SYNC.md's list: a runtime opened on a store before another runtime (another
  * process: `vigil sync`, a daemon's sync route) joined it logs what it writes from then on, so
@@ -1292,5 +1379,7 @@ int main(void)
     RUN(subscriptions_timers_and_source_refs_sync_with_their_log_entries);
     RUN(a_deletion_on_one_device_removes_the_record_on_the_others);
     RUN(a_kept_window_takes_in_messages_sync_stored_below_its_newest);
+    RUN(reports_numbered_alike_on_two_devices_are_told_apart_the_same_way);
+    RUN(a_sync_names_the_agents_two_devices_made_under_one_name);
     return 0;
 }
