@@ -21,9 +21,11 @@ void cli_print_report(const json_t *r)
 {
     const json_t *conf = json_object_get(r, "confidence"), *src = json_object_get(r, "sources");
     const char *stale_at = json_string_value(json_object_get(r, "stale_at"));
-    printf("%s report #%lld, written %s", json_string_value(json_object_get(r, "scope")),
-           (long long)json_integer_value(json_object_get(r, "seq")),
-           json_string_value(json_object_get(r, "created_at")));
+    const char *number = json_string_value(json_object_get(r, "number"));
+    char seq[32];
+    snprintf(seq, sizeof seq, "%lld", (long long)json_integer_value(json_object_get(r, "seq")));
+    printf("%s report #%s, written %s", json_string_value(json_object_get(r, "scope")),
+           number ? number : seq, json_string_value(json_object_get(r, "created_at")));
     if (json_is_number(conf))
         printf(", confidence %.2f", json_number_value(conf));
     if (stale_at)

@@ -22,7 +22,8 @@ static const char sync_help[] =
     "reached over its HTTP API; FILE holds its token (`vigil token` on that machine). An\n"
     "exchange cut off midway is taken up where it stopped by the next `vigil sync`.\n"
     "\n"
-    "Prints what went each way; --json prints {host, peer_host, sent, received, holes}.\n"
+    "Prints what went each way; --json prints {host, peer_host, sent, received, holes,\n"
+    "duplicate_names}.\n"
     "holes counts log entries still missing: a third store that holds them must sync first.\n"
     "Exit status: 0 synced; 2 usage; 3 OTHER_STORE or FILE does not exist; 4 both stores have\n"
     "one host id (one is a copy of the other: see docs/sync.md); 5 a store failed; 9 the\n"
@@ -114,6 +115,16 @@ int cmd_sync(struct cli *c, int argc, char **argv)
     if (holes)
         printf("%lld log entries are still missing: another store holds them; sync with it\n",
                (long long)holes);
+    size_t i, j;
+    json_t *d, *id;
+    json_array_foreach (json_object_get(v, "duplicate_names"), i, d) {
+        printf("%zu agents are named \"%s\" (made apart on two devices): name them by id:",
+               json_array_size(json_object_get(d, "ids")),
+               json_string_value(json_object_get(d, "name")));
+        json_array_foreach (json_object_get(d, "ids"), j, id)
+            printf(" %s", json_string_value(id));
+        putchar('\n');
+    }
     json_decref(v);
     return 0;
 }

@@ -243,8 +243,9 @@ VIGIL_API vigil_code vigil_agent_lifecycle(vigil_runtime *rt, const char *agent_
 /*
  * An agent's report of one scope ("current", "daily", "weekly" or "monthly"; NULL: current),
  * read without a model call, as JSON {agent_id, scope, report, history?}: the report is
- * {id, scope, markdown, seq, created_at, confidence?, sources?, stale_at, stale} (stale_at null
- * when the scope never turns stale; docs/memory.md, "Reports"); with history > 0, "history"
+ * {id, scope, markdown, seq, number, created_at, confidence?, sources?, stale_at, stale}
+ * (stale_at null when the scope never turns stale; number: seq as text, with a letter when two
+ * devices numbered reports alike: docs/memory.md, "Reports"); with history > 0, "history"
  * holds up to that many earlier reports of the scope, newest first. *out_json is owned; free
  * it with vigil_free. Errors: ENOTFOUND (no such agent, or no report of that scope yet),
  * EINVAL (an unknown scope, history < 0).

@@ -80,8 +80,34 @@ static vigil_code adopt_report(struct vg_env *env, const struct vg_record *r, vi
     return rc;
 }
 
+/* A subscription's token index follows its body: dropped and written again. */
+static vigil_code adopt_subscription(struct vg_env *env, const struct vg_record *r,
+                                     vigil_error *err)
+{
+    json_t *body = json_loads(r->body, 0, NULL);
+    vigil_code rc = body ? vg_sub_index_drop(env, r->id, err)
+                         : VG_FAIL(err, VIGIL_ECORRUPT, "subscription \"%s\" is not JSON", r->id);
+    if (!rc)
+        rc = vg_sub_index_put(env, r->id, r->owner, json_object_get(body, "tokens"), err);
+    json_decref(body);
+    return rc;
+}
+
+vigil_code vg_spine_adopt_change(struct vg_env *env, const struct vg_record *r, vigil_error *err)
+{
+    return strcmp(r->kind, "subscription") ? VIGIL_OK : adopt_subscription(env, r, err);
+}
+
+vigil_code vg_spine_adopt_removal(struct vg_env *env, const char *kind, const char *id,
+                                  vigil_error *err)
+{
+    return strcmp(kind, "subscription") ? VIGIL_OK : vg_sub_index_drop(env, id, err);
+}
+
 vigil_code vg_spine_adopt(struct vg_env *env, const struct vg_record *r, vigil_error *err)
 {
+    if (!strcmp(r->kind, "subscription"))
+        return adopt_subscription(env, r, err);
     if (!strcmp(r->kind, "message"))
         return adopt_message(env, r, err);
     if (!strcmp(r->kind, "report"))

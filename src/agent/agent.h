@@ -342,9 +342,27 @@ vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *fro
  * keyed by `key` (agent id, or agent id + ":" + thread/scope); ENOTFOUND if unset. */
 vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key, char *out_to,
                                size_t out_size, vigil_error *err);
+/* The same, with the counter kept with the pointer into *count (a thread head's: how many
+ * messages the thread holds). */
+vigil_code vg_link_pointer_get_counted(struct vg_env *env, const char *type, const char *key,
+                                       char *out_to, size_t out_size, int64_t *count,
+                                       vigil_error *err);
 /* Soft delete of a link: marks it deleted and writes a tombstone record (for sync). */
 vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
                           const char *from, const char *to, vigil_error *err);
+
+/* Leave the tombstone of a synced record deleted here (kind, id; S0-179): a "tombstone" record
+ * "KIND:ID" (the id hashed when too long) naming it; written again when the record is deleted a
+ * second time (made anew after the first), so each deletion reaches the other devices. */
+vigil_code vg_tombstone_put(struct vg_env *env, const char *agent_id, const char *kind,
+                            const char *id, vigil_error *err);
+
+/* A subscription's token index (sub_token records, wake/wake.h): one record per token of the
+ * subscription's body's "tokens" ([{class, token}]), and its removal. The wake layer writes it
+ * with the subscription; sync rebuilds it for one another device wrote (agent/adopt.c). */
+vigil_code vg_sub_index_put(struct vg_env *env, const char *sub_id, const char *agent_id,
+                            const json_t *tokens, vigil_error *err);
+vigil_code vg_sub_index_drop(struct vg_env *env, const char *sub_id, vigil_error *err);
 
 /* ---- source references (source_ref.c) --------------------------------------------------- */
 
@@ -377,6 +395,12 @@ vigil_code vg_source_ref_agents(struct vg_env *env, const char *type, const char
  * In the caller's transaction.
  */
 vigil_code vg_spine_adopt(struct vg_env *env, const struct vg_record *r, vigil_error *err);
+/* The same for a record sync has just changed in place here (a subscription's index is rebuilt
+ * from its new body), and for one it has just removed (a deletion another device made: kind,
+ * id; a subscription's index goes with it). Other kinds: nothing. */
+vigil_code vg_spine_adopt_change(struct vg_env *env, const struct vg_record *r, vigil_error *err);
+vigil_code vg_spine_adopt_removal(struct vg_env *env, const char *kind, const char *id,
+                                  vigil_error *err);
 
 /* ---- replay property ------------------------------------------------------------------------ */
 

@@ -400,8 +400,9 @@ vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key
     return VIGIL_OK;
 }
 
-vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key, char *out_to,
-                               size_t out_size, vigil_error *err)
+vigil_code vg_link_pointer_get_counted(struct vg_env *env, const char *type, const char *key,
+                                       char *out_to, size_t out_size, int64_t *count,
+                                       vigil_error *err)
 {
     struct vg_pointer p;
     vigil_code rc = vg_pointer_read(env, type, key, &p, err);
@@ -412,7 +413,15 @@ vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char 
     if (strlen(p.to) >= out_size)
         return VG_FAIL(err, VIGIL_EINVAL, "pointer target is longer than the buffer");
     memcpy(out_to, p.to, strlen(p.to) + 1);
+    if (count)
+        *count = p.seq;
     return VIGIL_OK;
+}
+
+vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key, char *out_to,
+                               size_t out_size, vigil_error *err)
+{
+    return vg_link_pointer_get_counted(env, type, key, out_to, out_size, NULL, err);
 }
 
 vigil_code vg_pointer_write(struct vg_env *env, const char *agent_id, const char *type,

@@ -238,6 +238,57 @@ static json_t *views_of(const json_t *reports, const char *skip_id, const json_t
     return out;
 }
 
+static int id_order(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A report's "number" as people read it: its number, and when two devices each wrote a report
+ * of the scope before they synced (trial K11: both numbered it #2), a letter telling them apart,
+ * in the order of their ids ("2a", "2b"): the same on every device that holds both. */
+static vigil_code number_view(struct vg_env *env, const char *agent_id, const char *scope,
+                              json_t *view, vigil_error *err)
+{
+    const char *id = json_string_value(json_object_get(view, "id"));
+    int64_t n = json_integer_value(json_object_get(view, "seq"));
+    struct vg_query q = {.kind = "report",
+                         .owner = agent_id,
+                         .k1 = scope,
+                         .has_seq_min = 1,
+                         .seq_min = n,
+                         .has_seq_max = 1,
+                         .seq_max = n,
+                         .limit = 27};
+    struct vg_id_list same = {0};
+    char number[40];
+    if (!id)
+        return VIGIL_OK;
+    vigil_code rc = vg_store_scan_ids(env->store, &q, &same, err);
+    snprintf(number, sizeof number, "%lld", (long long)n);
+    if (!rc && same.n > 1) {
+        qsort(same.ids, same.n, sizeof *same.ids, id_order);
+        for (size_t i = 0; i < same.n && i < 26; i++)
+            if (!strcmp(same.ids[i], id))
+                snprintf(number, sizeof number, "%lld%c", (long long)n, 'a' + (int)i);
+    }
+    vg_id_list_release(&same);
+    if (!rc && json_object_set_new(view, "number", json_string(number)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading reports");
+    return rc;
+}
+
+static vigil_code number_views(struct vg_env *env, const char *agent_id, const char *scope,
+                               json_t *v, vigil_error *err)
+{
+    size_t i;
+    json_t *h;
+    vigil_code rc = number_view(env, agent_id, scope, json_object_get(v, "report"), err);
+    json_array_foreach (json_object_get(v, "history"), i, h)
+        if (!rc)
+            rc = number_view(env, agent_id, scope, h, err);
+    return rc;
+}
+
 vigil_code vg_report_get(struct vg_env *env, const char *agent_id, const char *scope, int history,
                          json_t **out, vigil_error *err)
 {
@@ -264,10 +315,16 @@ vigil_code vg_report_get(struct vg_env *env, const char *agent_id, const char *s
         }
         if (!v)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading reports");
+        else
+            rc = number_views(env, agent_id, scope, v, err);
     }
     json_decref(agent);
     json_decref(report);
     json_decref(older);
+    if (rc) {
+        json_decref(v);
+        v = NULL;
+    }
     *out = v;
     return rc;
 }

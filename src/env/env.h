@@ -81,6 +81,10 @@ struct vg_env {
      * own function. NULL: the store does not sync. */
     void *sync;
     void (*sync_free)(void *sync);
+    /* The store's host id (NULL: it has not joined sync), for a module that records which
+     * device made something (a timer fires on its home device only, src/wake/timer.c); set
+     * with sync. It notices a join another process made. */
+    const char *(*sync_host_of)(void *sync);
     /* Compaction's tallies of the tokens not yet covered by a summary, per thread
      * (src/memory/compact.c), the same way. */
     void *compact_tallies;
@@ -140,6 +144,12 @@ static inline void vg_env_message_appended(struct vg_env *env, const struct vg_m
 {
     if (env->compact_tallies && env->compact_tallies_note)
         env->compact_tallies_note(env->compact_tallies, n);
+}
+
+/* This store's multi-device sync host id, or NULL when the store does not sync. */
+static inline const char *vg_env_sync_host(struct vg_env *env)
+{
+    return env->sync && env->sync_host_of ? env->sync_host_of(env->sync) : NULL;
 }
 
 static inline int64_t vg_env_now(struct vg_env *env)

@@ -14,6 +14,7 @@
 struct kept {
     char *agent_id, *thread_id;
     int64_t budget, last_seq, used;
+    int64_t counted; /* the thread's message count (its head's counter) when last read */
     char last_id[VG_RECORD_ID_MAX];
     struct vg_window w;
 };
@@ -124,28 +125,41 @@ static vigil_code push_bodies(struct kept *k, json_t *bodies, vigil_error *err)
     return rc ? rc : vg_window_flush(&k->w, err);
 }
 
+/* The thread's head: its newest message's id ("" when it has none) and how many messages the
+ * thread holds. One point read, which the record cache serves while nothing changed. */
+static vigil_code thread_head(struct vg_env *env, const char *agent_id, const char *thread_id,
+                              char head[VG_RECORD_ID_MAX], int64_t *count, vigil_error *err)
+{
+    char key[VG_RECORD_ID_MAX];
+    snprintf(key, sizeof key, "%s:%s", agent_id, thread_id);
+    *count = 0;
+    vigil_code rc = vg_link_pointer_get_counted(env, "agent_head_message", key, head,
+                                                VG_RECORD_ID_MAX, count, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        head[0] = '\0';
+        return VIGIL_OK;
+    }
+    return rc;
+}
+
 /* Is the kept window still the start of the thread? The first newer message follows its newest;
  * with no newer message, its newest is the thread's head. The head is asked because a window
  * read outside a transaction while a round of folded commits was open (store.h) holds the
  * round's released writes: when that round failed, a later message took the rolled-back one's
- * sequence, and no message "after" it would ever show the difference. One point read, which
- * the record cache serves while nothing changed. */
-static vigil_code still_follows(struct vg_env *env, const struct kept *k, json_t *newer,
-                                int *follows, vigil_error *err)
+ * sequence, and no message "after" it would ever show the difference. And the thread must hold
+ * as many messages as the window saw plus the newer ones: a message another device wrote,
+ * stored here by multi-device sync, may number below the kept newest (a forked thread,
+ * docs/sync.md), where no read "after" it finds it, but it counts in the head's counter. */
+static int still_follows(const struct kept *k, json_t *newer, const char *head, int64_t count)
 {
     json_t *first = json_array_get(newer, 0);
-    char key[VG_RECORD_ID_MAX], head[VG_RECORD_ID_MAX];
+    if (count != k->counted + (int64_t)json_array_size(newer))
+        return 0;
     if (first) {
         const char *prev = json_string_value(json_object_get(first, "prev_id"));
-        *follows = !strcmp(prev ? prev : "", k->last_id);
-        return VIGIL_OK;
+        return !strcmp(prev ? prev : "", k->last_id);
     }
-    snprintf(key, sizeof key, "%s:%s", k->agent_id, k->thread_id);
-    vigil_code rc = vg_link_pointer_get(env, "agent_head_message", key, head, sizeof head, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
-        return rc;
-    *follows = !rc && !strcmp(head, k->last_id);
-    return VIGIL_OK;
+    return !strcmp(head, k->last_id);
 }
 
 vigil_code vg_window_cache_read(struct vg_env *env, const char *agent_id, const char *thread_id,
@@ -154,17 +168,22 @@ vigil_code vg_window_cache_read(struct vg_env *env, const char *agent_id, const 
     struct window_cache *c = cache_of(env);
     struct kept *k = take(c, agent_id, thread_id, budget);
     json_t *bodies = NULL;
-    vigil_code rc = VIGIL_OK;
+    char head[VG_RECORD_ID_MAX];
+    int64_t count = 0;
     int follows = 1;
     vg_window_init(w, budget);
+    /* The head first: a message appended after it is read makes the count disagree, and the
+     * window is read again (never one that misses a message). */
+    vigil_code rc = thread_head(env, agent_id, thread_id, head, &count, err);
+    if (rc)
+        goto out;
     /* More newer messages than a catch-up is for (another process posting to the thread):
      * read from scratch, which stops at the token budget. */
-    if (k && ((rc = vg_message_after(env, agent_id, thread_id, k->last_seq, CATCH_UP_MAX + 1,
-                                     &bodies, err)) ||
-              (rc = still_follows(env, k, bodies, &follows, err))))
+    if (k && (rc = vg_message_after(env, agent_id, thread_id, k->last_seq, CATCH_UP_MAX + 1,
+                                    &bodies, err)))
         goto out;
-    if (k && json_array_size(bodies) > CATCH_UP_MAX)
-        follows = 0;
+    if (k)
+        follows = json_array_size(bodies) <= CATCH_UP_MAX && still_follows(k, bodies, head, count);
     if (k && !follows) {
         kept_free(k);
         k = NULL;
@@ -177,6 +196,7 @@ vigil_code vg_window_cache_read(struct vg_env *env, const char *agent_id, const 
     }
     if (!bodies && (rc = vg_message_recent(env, agent_id, thread_id, budget, &bodies, err)))
         goto out;
+    k->counted = count;
     if ((rc = push_bodies(k, bodies, err)) || (rc = vg_window_copy(w, &k->w, err)))
         goto out;
     /* Read inside an open transaction, it may hold what a rollback takes back: not kept. */

@@ -24,15 +24,82 @@ static json_t *direction(const struct vg_sync_stats *s)
                      (json_int_t)s->records_changed);
 }
 
+static int by_text(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    if (json_is_object(x))
+        return strcmp(json_string_value(json_object_get(x, "name")),
+                      json_string_value(json_object_get(y, "name")));
+    return strcmp(json_string_value(x), json_string_value(y));
+}
+
+/* a's items sorted (strings, or objects by their name), the same on every store. */
+static void sort_array(json_t *a)
+{
+    size_t n = json_array_size(a);
+    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(a, i));
+    qsort(v, n, sizeof *v, by_text);
+    json_array_clear(a);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, v[i]);
+    vg_free(v);
+}
+
+static int names_cb(void *user, const struct vg_record *r)
+{
+    json_t *by_name = user, *body = json_loads(r->body, 0, NULL), *ids;
+    const char *name = json_string_value(json_object_get(body, "name"));
+    if (name && strcmp(r->k1, "destroyed")) {
+        if (!(ids = json_object_get(by_name, name)))
+            json_object_set_new(by_name, name, ids = json_array());
+        json_array_append_new(ids, json_string(r->id));
+    }
+    json_decref(body);
+    return 0;
+}
+
+/* The names two or more live agents of this store share, [{name, ids}] by name (owned): two
+ * agents made apart on two devices under one name both keep it after a sync (nothing could
+ * decide which of them a person means), and a name that is several agents' is refused where an
+ * agent is named (give an id), so the sync says which (trial K9). */
+static vigil_code duplicate_names(struct vg_env *env, json_t **out, vigil_error *err)
+{
+    json_t *by_name = json_object(), *ids;
+    const char *name;
+    struct vg_query q = {.kind = "agent"};
+    vigil_code rc = by_name ? vg_store_scan(env->store, &q, names_cb, by_name, err)
+                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory summing up a sync");
+    *out = rc ? NULL : json_array();
+    json_object_foreach (by_name, name, ids)
+        if (*out && json_array_size(ids) > 1) {
+            sort_array(ids);
+            json_array_append_new(*out, json_pack("{s:s, s:O}", "name", name, "ids", ids));
+        }
+    sort_array(*out);
+    json_decref(by_name);
+    if (!rc && !*out)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory summing up a sync");
+    return rc;
+}
+
 /* The summary of an exchange (vigil.h): holes are what each side still lacks after both
- * directions. */
-static vigil_code summarize(const char *host, const char *peer_host,
+ * directions; duplicate_names what this store holds after it. */
+static vigil_code summarize(struct vg_env *env, const char *peer_host,
                             const struct vg_sync_stats *sent, const struct vg_sync_stats *received,
                             char **summary_json, vigil_error *err)
 {
-    json_t *summary = json_pack("{s:s, s:s, s:o, s:o, s:I}", "host", host, "peer_host", peer_host,
-                                "sent", direction(sent), "received", direction(received), "holes",
-                                (json_int_t)(sent->holes + received->holes));
+    json_t *dups = NULL;
+    vigil_code rc = duplicate_names(env, &dups, err);
+    if (rc)
+        return rc;
+    json_t *summary =
+        json_pack("{s:s, s:s, s:o, s:o, s:I, s:o}", "host", vg_sync_host(env), "peer_host",
+                  peer_host, "sent", direction(sent), "received", direction(received), "holes",
+                  (json_int_t)(sent->holes + received->holes), "duplicate_names", dups);
     char *text = summary ? vg_json_dumps(summary, JSON_COMPACT) : NULL;
     json_decref(summary);
     if (!text)
@@ -53,7 +120,7 @@ vigil_code vigil_sync_with(vigil_runtime *rt, vigil_runtime *peer, char **summar
         rc = vg_sync_between(a, b, &sent, &received, err);
     if (rc)
         return rc;
-    return summarize(vg_sync_host(a), vg_sync_host(b), &sent, &received, summary_json, err);
+    return summarize(a, vg_sync_host(b), &sent, &received, summary_json, err);
 }
 
 vigil_code vigil_sync_serve(vigil_runtime *rt, const char *leg, const char *request,
@@ -145,5 +212,5 @@ vigil_code vigil_sync_remote(vigil_runtime *rt, const char *base_url, const char
         rc = vg_sync_exchange(env, &peer, &sent, &received, peer_host, err);
     if (rc)
         return rc;
-    return summarize(vg_sync_host(env), peer_host, &sent, &received, summary_json, err);
+    return summarize(env, peer_host, &sent, &received, summary_json, err);
 }

@@ -20,15 +20,21 @@
 
 /* ---- classes ------------------------------------------------------------------------------- */
 
-/* The pointer links' types: projections rebuilt on apply (agent/adopt.c), never logged. */
+/* The pointer links' types: projections rebuilt on apply (agent/adopt.c), never logged; but
+ * for a report head (seed 000's agentReportHead), which is logged and sent like any record and
+ * whose value each device still derives (vg_sync_derived). */
 static int pointer_link(const char *id)
 {
-    static const char *const types[] = {
-        "agent_state:", "agent_head_message:", "agent_report_head:"};
+    static const char *const types[] = {"agent_state:", "agent_head_message:"};
     for (size_t i = 0; i < VG_ARRAY_LEN(types); i++)
         if (!strncmp(id, types[i], strlen(types[i])))
             return 1;
     return 0;
+}
+
+int vg_sync_derived(const char *kind, const char *id)
+{
+    return !strcmp(kind, "link") && !strncmp(id, "agent_report_head:", 18);
 }
 
 enum vg_sync_class vg_sync_class_of(const char *kind, const char *id)
@@ -41,7 +47,11 @@ enum vg_sync_class vg_sync_class_of(const char *kind, const char *id)
         return VG_SYNC_AGENT;
     if (!strcmp(kind, "agent_state"))
         return VG_SYNC_STATE;
-    if (!strcmp(kind, "operation") || (!strcmp(kind, "link") && !pointer_link(id)))
+    static const char *const in_place[] = {"operation", "subscription", "timer", "source_ref"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(in_place); i++)
+        if (!strcmp(kind, in_place[i]))
+            return VG_SYNC_LAST;
+    if (!strcmp(kind, "link") && !pointer_link(id))
         return VG_SYNC_LAST;
     return VG_SYNC_LOCAL;
 }
@@ -224,8 +234,10 @@ static vigil_code stamp_clock(json_t *side, const char *host, int64_t seq, vigil
     return VIGIL_OK;
 }
 
+/* The clock of (r's kind, id) after the local write numbered seq; deleted: the write was the
+ * record's deletion (r is then its tombstone's kind and id stand-in: no body is read). */
 static vigil_code stamp(struct vg_sync_ctx *sy, const struct vg_record *r, int cls, int64_t seq,
-                        vigil_error *err)
+                        int deleted, vigil_error *err)
 {
     json_t *side = NULL, *body = NULL, *shared = NULL;
     int64_t rev = 0;
@@ -236,6 +248,11 @@ static vigil_code stamp(struct vg_sync_ctx *sy, const struct vg_record *r, int c
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory stamping a sync clock");
     if (cls != VG_SYNC_STATE)
         rc = stamp_clock(side, sy->host, seq, err);
+    /* A deletion is a version of the record like any write, ordered by the same clock: a later
+     * write (made again) wins over it, a concurrent one is decided by (rank, host, seq). */
+    if (!rc && (deleted ? json_object_set_new(side, "deleted", json_true())
+                        : (json_object_del(side, "deleted"), 0)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory stamping a sync clock");
     if (!rc && cls != VG_SYNC_LAST) {
         if (!(body = json_loads(r->body, 0, NULL)) || !(shared = shared_of(side)))
             rc = VG_FAIL(err, body ? VIGIL_ENOMEM : VIGIL_ECORRUPT,
@@ -250,6 +267,42 @@ static vigil_code stamp(struct vg_sync_ctx *sy, const struct vg_record *r, int c
     json_decref(body);
     json_decref(side);
     return rc;
+}
+
+static int found_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 1;
+}
+
+vigil_code vg_sync_record_present(struct vg_store *s, const char *kind, const char *id,
+                                  int *present, vigil_error *err)
+{
+    vigil_error miss = {0};
+    *present = 0;
+    vigil_code rc =
+        vg_error_unless_missing(err, &miss, vg_store_get(s, kind, id, found_cb, present, &miss));
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+/* A tombstone written here names a record changed in place (a subscription, a timer, a source
+ * reference) that is gone: its deletion gets a log entry of its own (seq) and a clock marked
+ * deleted, so the offer sends the deletion as the record's version (exchange.c). A link's
+ * tombstone names a link still there (soft deleted: its own write carried that). */
+static vigil_code capture_deletion(struct vg_sync_ctx *sy, const struct vg_record *tomb,
+                                   int64_t seq, vigil_error *err)
+{
+    const char *kind = tomb->k1, *id = tomb->k2;
+    if (vg_sync_class_of(kind, id) != VG_SYNC_LAST || strlen(id) >= VG_RECORD_ID_MAX)
+        return VIGIL_OK;
+    int present = 0;
+    vigil_code rc = vg_sync_record_present(sy->env->store, kind, id, &present, err);
+    if (rc || present)
+        return rc;
+    struct vg_record gone = {.kind = kind, .id = id, .owner = tomb->owner};
+    rc = vg_sync_entry_put(sy->env->store, sy->host, seq, kind, id, NULL, err);
+    return rc ? rc : stamp(sy, &gone, VG_SYNC_LAST, seq, 1, err);
 }
 
 /* The store's write hook: a synced record written here gets its log entry and its clock. */
@@ -269,7 +322,9 @@ static vigil_code capture(void *user, const struct vg_record *r, int updated, vi
     if (!rc)
         rc = vg_sync_entry_put(sy->env->store, sy->host, seq + 1, r->kind, r->id, NULL, err);
     if (!rc && cls != VG_SYNC_IMMUTABLE)
-        rc = stamp(sy, r, cls, seq + 1, err);
+        rc = stamp(sy, r, cls, seq + 1, 0, err);
+    if (!rc && !strcmp(r->kind, "tombstone"))
+        rc = capture_deletion(sy, r, seq + 2, err);
     return rc;
 }
 
@@ -333,6 +388,21 @@ static vigil_code watch(void *user, const struct vg_record *r, int updated, vigi
     return capture(sy, r, updated, err);
 }
 
+/* env->sync_host_of: the host id, looked for in the store while watching (a join made by
+ * another process since), so that what a caller records under it is right in this transaction. */
+static const char *host_of(void *user)
+{
+    struct vg_sync_ctx *sy = user;
+    char host[VG_SYNC_HOST_SIZE];
+    int found = 0;
+    vigil_error ignored = {0};
+    if (!sy->host[0] && !read_host(sy->env->store, host, &found, &ignored) && found) {
+        memcpy(sy->host, host, strlen(host) + 1);
+        vg_store_set_write_hook(sy->env->store, capture, sy);
+    }
+    return sy->host[0] ? sy->host : NULL;
+}
+
 /* env->sync, made when the runtime has none: watching. */
 static struct vg_sync_ctx *ctx_of(struct vg_env *env, vigil_error *err)
 {
@@ -346,6 +416,7 @@ static struct vg_sync_ctx *ctx_of(struct vg_env *env, vigil_error *err)
     sy->env = env;
     env->sync = sy;
     env->sync_free = ctx_free;
+    env->sync_host_of = host_of;
     vg_store_set_write_hook(env->store, watch, sy);
     return sy;
 }
@@ -378,6 +449,33 @@ const char *vg_sync_host(const struct vg_env *env)
     return sy && sy->host[0] ? sy->host : NULL;
 }
 
+/* A timer made before the store joined is this device's: its record names it as its home
+ * (src/wake/timer.c fires only the timers of its own device), written before it is logged. */
+static vigil_code home_timer(struct vg_env *env, struct vg_record **r, vigil_error *err)
+{
+    struct vg_sync_ctx *sy = env->sync;
+    json_t *body = json_loads((*r)->body, 0, NULL);
+    vigil_code rc = VIGIL_OK;
+    if (!body || json_object_get(body, "home")) {
+        json_decref(body);
+        return VIGIL_OK;
+    }
+    char *text =
+        json_object_set_new(body, "home", json_string(sy->host)) ? NULL : vg_json_dump(body, 0);
+    json_decref(body);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory joining sync");
+    struct vg_record w = **r;
+    w.body = text;
+    sy->applying = 1; /* not logged here: the join logs it next */
+    rc = vg_store_update(env->store, &w, (*r)->rev, err);
+    sy->applying = 0;
+    vg_free(text);
+    vg_free(*r);
+    *r = NULL;
+    return rc ? rc : vg_store_get_copy(env->store, w.kind, w.id, r, err);
+}
+
 /* Log every record of kind the store holds, as written now (the join's snapshot). */
 static vigil_code log_kind(struct vg_env *env, const char *kind, vigil_error *err)
 {
@@ -388,7 +486,10 @@ static vigil_code log_kind(struct vg_env *env, const char *kind, vigil_error *er
         struct vg_record *r = NULL;
         if ((rc = vg_store_get_copy(env->store, kind, ids.ids[i], &r, err)))
             break;
-        rc = capture(env->sync, r, 0, err);
+        if (!strcmp(kind, "timer"))
+            rc = home_timer(env, &r, err);
+        if (!rc)
+            rc = capture(env->sync, r, 0, err);
         vg_free(r);
     }
     vg_id_list_release(&ids);
@@ -397,8 +498,9 @@ static vigil_code log_kind(struct vg_env *env, const char *kind, vigil_error *er
 
 static vigil_code join_tx(struct vg_env *env, vigil_error *err)
 {
-    static const char *const kinds[] = {"agent",  "agent_state", "message_payload", "message",
-                                        "report", "link",        "tombstone",       "operation"};
+    static const char *const kinds[] = {
+        "agent",     "agent_state", "message_payload", "message", "report",    "link",
+        "tombstone", "operation",   "subscription",    "timer",   "source_ref"};
     char host[VG_SYNC_HOST_SIZE], uuid[37];
     int found = 0;
     vigil_code rc = read_host(env->store, host, &found, err);

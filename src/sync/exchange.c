@@ -210,6 +210,30 @@ static int entry_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* A record changed in place that was deleted here: its clock says so (capture.c), and the offer
+ * carries the deletion as its version, {kind, id, "deleted": true, sync} with an empty body. One
+ * removed without a deletion (retention) has none: its entry goes alone. */
+static vigil_code offer_deletion(struct offer_ctx *c, const char *kind, const char *id,
+                                 const char *key, vigil_error *err)
+{
+    json_t *side = NULL;
+    int64_t rev = 0;
+    if (vg_sync_class_of(kind, id) != VG_SYNC_LAST)
+        return VIGIL_OK;
+    vigil_code rc = vg_sync_sidecar_get(c->store, kind, id, &side, &rev, err);
+    if (!rc && json_is_true(json_object_get(side, "deleted"))) {
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:b, s:O}", "kind", kind,
+                              "id", id, "owner", "", "k1", "", "k2", "", "seq", 0, "at", 0, "body",
+                              "{}", "deleted", 1, "sync", side);
+        c->bytes += 200;
+        if (!o || json_array_append_new(c->records, o) ||
+            json_object_set_new(c->seen, key, json_true()))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a sync offer");
+    }
+    json_decref(side);
+    return rc;
+}
+
 /* The record (kind, id) as an offer carries it, into c->records unless already there. */
 static vigil_code offer_record(struct offer_ctx *c, const char *kind, const char *id,
                                vigil_error *err)
@@ -224,8 +248,8 @@ static vigil_code offer_record(struct offer_ctx *c, const char *kind, const char
         return VIGIL_OK;
     vigil_code rc =
         vg_error_unless_missing(err, &miss, vg_store_get_copy(c->store, kind, id, &r, &miss));
-    if (rc == VIGIL_ENOTFOUND) /* removed here since (retention): the entry goes alone */
-        return VIGIL_OK;
+    if (rc == VIGIL_ENOTFOUND) /* deleted here (its last version), or removed by retention */
+        return offer_deletion(c, kind, id, key, err);
     if (!rc && vg_sync_class_of(kind, id) != VG_SYNC_IMMUTABLE)
         rc = vg_sync_sidecar_get(c->store, kind, id, &side, &rev, err);
     if (!rc) {
@@ -425,6 +449,9 @@ static vigil_code check_record(const json_t *r, vigil_error *err)
     json_decref(parsed);
     if (cls != VG_SYNC_IMMUTABLE && !json_is_object(json_object_get(r, "sync")))
         return VG_FAIL(err, VIGIL_EINVAL, "%s \"%s\" comes without its sync clock", kind, id);
+    if (json_object_get(r, "deleted") &&
+        (cls != VG_SYNC_LAST || !json_is_true(json_object_get(r, "deleted"))))
+        return VG_FAIL(err, VIGIL_EINVAL, "%s \"%s\" cannot come as a deletion", kind, id);
     return check_sync(cls, json_object_get(r, "sync"), id, err);
 }
 
@@ -555,15 +582,36 @@ static vigil_code merged_body(int cls, const char *winner, const char *local, co
     return rc;
 }
 
+/* A timer's k1 on this device: "away" when another device is its home (only its home fires it,
+ * src/wake/timer.c), else what its body says: set aside, done or on. */
+static const char *timer_k1(const json_t *body, const char *host)
+{
+    const char *home = jstr(body, "home");
+    if (home && strcmp(home, host))
+        return "away";
+    if (jstr(body, "error"))
+        return "error";
+    return json_is_true(json_object_get(body, "done")) ? "done" : "on";
+}
+
+/* The k1 this store keeps for a record of kind whose body is body: an agent's is its lifecycle,
+ * a timer's says whether it fires here; the others' are the winner's. */
+static const char *local_k1(const char *kind, const json_t *body, const char *winner_k1,
+                            const char *host)
+{
+    const char *lc = jstr(body, "lifecycle");
+    if (!strcmp(kind, "agent") && lc)
+        return lc;
+    return !strcmp(kind, "timer") ? timer_k1(body, host) : winner_k1;
+}
+
 /* Write the merged version over the local one when it differs. */
-static vigil_code write_merged(struct vg_store *s, const struct vg_record *local,
+static vigil_code write_merged(struct vg_env *env, const struct vg_record *local,
                                const struct vg_record *winner, json_t *body, int *changed,
                                vigil_error *err)
 {
     json_t *old = json_loads(local->body, 0, NULL);
-    const char *lc = jstr(body, "lifecycle");
-    /* The agent's lifecycle column follows its body. */
-    const char *k1 = !strcmp(local->kind, "agent") && lc ? lc : winner->k1;
+    const char *k1 = local_k1(local->kind, body, winner->k1, vg_sync_host(env));
     int same = old && json_equal(old, body);
     json_decref(old);
     if (same && !strcmp(local->k1, k1) && !strcmp(local->k2, winner->k2) &&
@@ -579,9 +627,58 @@ static vigil_code write_merged(struct vg_store *s, const struct vg_record *local
     r.owner = local->owner;
     r.body = text;
     r.k1 = k1;
-    vigil_code rc = vg_store_update(s, &r, local->rev, err);
+    vigil_code rc = vg_store_update(env->store, &r, local->rev, err);
+    if (!rc)
+        rc = vg_spine_adopt_change(env, &r, err);
     vg_free(text);
     *changed = 1;
+    return rc;
+}
+
+/* A record new here (or made again after its deletion here) taken as it comes, but for the k1
+ * this store keeps (local_k1). */
+static vigil_code put_new(struct vg_env *env, const struct vg_record *in, vigil_error *err)
+{
+    json_t *body = json_loads(in->body, 0, NULL);
+    struct vg_record r = *in;
+    int added = 0;
+    if (!body)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "a record's body is not JSON");
+    r.k1 = local_k1(in->kind, body, in->k1, vg_sync_host(env));
+    vigil_code rc = vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, &added, err);
+    if (!rc && added)
+        rc = vg_spine_adopt(env, &r, err);
+    json_decref(body);
+    return rc;
+}
+
+/* The version this store keeps of an in-place record it holds (local) or held (NULL: deleted
+ * here, or never here while mine, its clock, is NULL too), given the winner (take: the incoming
+ * one). An incoming deletion that wins removes the record. */
+static vigil_code keep_version(struct vg_env *env, const json_t *o, int cls, int take,
+                               const struct vg_record *local, const json_t *side, int *changed,
+                               vigil_error *err)
+{
+    struct vg_record in = record_of(o);
+    json_t *body = NULL;
+    vigil_code rc = VIGIL_OK;
+    if (take && json_is_true(json_object_get(o, "deleted"))) {
+        if (local && !(rc = vg_store_remove(env->store, in.kind, in.id, err)))
+            rc = vg_spine_adopt_removal(env, in.kind, in.id, err);
+        *changed |= local != NULL;
+        return rc;
+    }
+    if (!local) {
+        if (take)
+            *changed = 1;
+        return take ? put_new(env, &in, err) : VIGIL_OK; /* else: stays deleted here */
+    }
+    if (vg_sync_derived(in.kind, in.id))
+        return VIGIL_OK; /* its value is this store's derivation: only its clock is merged */
+    rc = merged_body(cls, take ? in.body : local->body, local->body, side, &body, err);
+    if (!rc)
+        rc = write_merged(env, local, take ? &in : local, body, changed, err);
+    json_decref(body);
     return rc;
 }
 
@@ -590,36 +687,26 @@ static vigil_code merge_in_place(struct vg_env *env, const json_t *o, int cls, i
                                  vigil_error *err)
 {
     struct vg_record in = record_of(o), *local = NULL;
-    json_t *mine = NULL, *side = NULL, *body = NULL;
+    json_t *mine = NULL, *side = NULL;
     const json_t *theirs = json_object_get(o, "sync");
     int64_t side_rev = 0;
     vigil_error miss = {0};
     vigil_code rc = vg_error_unless_missing(
         err, &miss, vg_store_get_copy(env->store, in.kind, in.id, &local, &miss));
-    if (rc == VIGIL_ENOTFOUND) { /* new here: taken as it comes */
-        int added = 0;
-        rc = vg_store_put(env->store, &in, VG_PUT_IF_ABSENT, &added, err);
-        if (!rc)
-            rc = vg_sync_sidecar_put(env->store, in.kind, in.id, in.owner, theirs, 0, err);
-        if (!rc && added)
-            rc = vg_spine_adopt(env, &in, err);
-        *changed = 1;
-        return rc;
-    }
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
     if (!rc)
         rc = vg_sync_sidecar_get(env->store, in.kind, in.id, &mine, &side_rev, err);
-    int take = cls != VG_SYNC_STATE && incoming_wins(theirs, mine);
+    int take = (cls != VG_SYNC_STATE || !local) && incoming_wins(theirs, mine);
     if (!rc)
         rc = merged_sidecar(theirs, mine, take, &side, err);
     if (!rc)
-        rc = merged_body(cls, take ? in.body : local->body, local->body, side, &body, err);
-    if (!rc)
-        rc = write_merged(env->store, local, take ? &in : local, body, changed, err);
+        rc = keep_version(env, o, cls, take, local, side, changed, err);
     if (!rc && (!mine || !json_equal(mine, side))) {
-        rc = vg_sync_sidecar_put(env->store, in.kind, in.id, local->owner, side, side_rev, err);
+        rc = vg_sync_sidecar_put(env->store, in.kind, in.id, local ? local->owner : in.owner, side,
+                                 side_rev, err);
         *changed = 1;
     }
-    json_decref(body);
     json_decref(side);
     json_decref(mine);
     vg_free(local);
@@ -645,9 +732,9 @@ static vigil_code merge_record(struct vg_env *env, const json_t *o, int *changed
 
 /* The kinds in the order an apply takes them: an agent before its state, a message's payload
  * before the message, records before the links between them. */
-static const char *const apply_order[] = {"agent",   "agent_state", "message_payload",
-                                          "message", "report",      "tombstone",
-                                          "link",    "operation"};
+static const char *const apply_order[] = {
+    "agent", "agent_state", "message_payload", "message", "report",    "tombstone",
+    "link",  "operation",   "subscription",    "timer",   "source_ref"};
 
 static int kind_rank(const char *kind)
 {

@@ -38,6 +38,15 @@ vigil_code vg_sync_sidecar_put(struct vg_store *s, const char *kind, const char 
                                const char *owner, const struct json_t *body, int64_t rev,
                                vigil_error *err);
 
+/* Whether the record (kind, id) is a projection that is logged and sent but whose value each
+ * store derives from the records it holds (a report head: agent/adopt.c): an apply merges its
+ * clock and keeps the local value. */
+int vg_sync_derived(const char *kind, const char *id);
+
+/* Whether s holds the record (kind, id). */
+vigil_code vg_sync_record_present(struct vg_store *s, const char *kind, const char *id,
+                                  int *present, vigil_error *err);
+
 /* The fields of an agent's state body that are shared (the rest are this device's own). */
 extern const char *const vg_sync_state_scalars[4];
 

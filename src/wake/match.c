@@ -26,24 +26,6 @@ static int token_ok(const char *t)
     return t && *t && strlen(t) <= 190;
 }
 
-static void sub_token_id(char out[65], const char *sub, const char *k1)
-{
-    const char *parts[] = {sub, k1};
-    vg_sha256_hex_parts(out, parts, 2);
-}
-
-/* Remove a subscription's index records (k2 = sub id). */
-static vigil_code drop_index(struct vg_env *env, const char *sub_id, vigil_error *err)
-{
-    struct vg_query q = {.kind = "sub_token", .k2 = sub_id};
-    struct vg_id_list c = {0};
-    vigil_code rc = vg_store_scan_ids(env->store, &q, &c, err);
-    for (size_t i = 0; !rc && i < c.n; i++)
-        rc = vg_store_remove(env->store, "sub_token", c.ids[i], err);
-    vg_id_list_release(&c);
-    return rc;
-}
-
 vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_id[201],
                       vigil_error *err)
 {
@@ -116,25 +98,12 @@ vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_
             rc = VIGIL_OK;
     }
     if (!rc)
-        rc = drop_index(env, id, err);
+        rc = vg_sub_index_drop(env, id, err);
     if (!rc)
         rc = vg_env_put_json(env, "subscription", id, s->agent_id, "", "", vg_env_now(env), body, 0,
                              err);
-    for (size_t i = 0; !rc && i < json_array_size(toks); i++) {
-        json_t *t = json_array_get(toks, i);
-        char k1[256], tid[65];
-        snprintf(k1, sizeof k1, "%s:%s", json_string_value(json_object_get(t, "class")),
-                 json_string_value(json_object_get(t, "token")));
-        sub_token_id(tid, id, k1);
-        json_t *ib = json_pack("{s:s}", "sub", id);
-        if (!ib) {
-            rc = oom(err);
-            break;
-        }
-        rc = vg_env_put_json(env, "sub_token", tid, s->agent_id, k1, id, 0, ib, VG_PUT_IF_ABSENT,
-                             err);
-        json_decref(ib);
-    }
+    if (!rc)
+        rc = vg_sub_index_put(env, id, s->agent_id, toks, err);
     rc = vg_wake_tx_end(env, rc, tagged, saved, err);
     if (!rc && out_id)
         snprintf(out_id, 201, "%s", id);
@@ -156,11 +125,17 @@ vigil_code vg_sub_remove(struct vg_env *env, const char *sub_id, vigil_error *er
     vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (rc)
         return rc;
-    rc = vg_store_remove(env->store, "subscription", sub_id, err);
+    struct vg_record *r = NULL;
+    rc = vg_store_get_copy(env->store, "subscription", sub_id, &r, err);
+    if (!rc)
+        rc = vg_store_remove(env->store, "subscription", sub_id, err);
     if (rc == VIGIL_ENOTFOUND)
         rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no subscription \"%s\"", sub_id);
     if (!rc)
-        rc = drop_index(env, sub_id, err);
+        rc = vg_sub_index_drop(env, sub_id, err);
+    if (!rc) /* so that the deletion reaches the other devices (docs/sync.md) */
+        rc = vg_tombstone_put(env, r->owner, "subscription", sub_id, err);
+    vg_free(r);
     return vg_wake_tx_end(env, rc, tagged, saved, err);
 }
 

@@ -507,6 +507,15 @@ static vigil_code spec_of(json_t *t, const char *tz, struct vg_timer_spec *s, vi
     return rc;
 }
 
+/* Whether the timer is another device's (multi-device sync): it fires only on its home, the
+ * device that made it, and is held here (k1 "away") without firing, so that one due time is
+ * one firing however many devices hold the timer (docs/sync.md). */
+static int timer_away(struct vg_env *env, const json_t *t)
+{
+    const char *home = jstr((json_t *)t, "home"), *self = home ? vg_env_sync_host(env) : NULL;
+    return home && self && strcmp(home, self);
+}
+
 /* Store the timer with next run `next` (found) or as done. */
 static vigil_code timer_save(struct vg_env *env, json_t *t, int64_t rev, int found, int64_t next,
                              vigil_error *err)
@@ -519,11 +528,10 @@ static vigil_code timer_save(struct vg_env *env, json_t *t, int64_t rev, int fou
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory saving a timer");
     const char *agent = jstr(t, "agent_id"), *id = jstr(t, "id"), *kind = jstr(t, "kind");
     int64_t seq = found ? next : INT64_MAX;
+    const char *k1 = timer_away(env, t) ? "away" : found ? "on" : "done";
     if (rev == 0)
-        return vg_env_put_json(env, "timer", id, agent, found ? "on" : "done", kind, seq, t, 0,
-                               err);
-    return vg_env_update_json(env, "timer", id, agent, found ? "on" : "done", kind, seq, t, rev,
-                              err);
+        return vg_env_put_json(env, "timer", id, agent, k1, kind, seq, t, 0, err);
+    return vg_env_update_json(env, "timer", id, agent, k1, kind, seq, t, rev, err);
 }
 
 vigil_code vg_timer_add(struct vg_env *env, const char *agent_id, enum vg_timer_kind kind,
@@ -552,7 +560,10 @@ vigil_code vg_timer_add(struct vg_env *env, const char *agent_id, enum vg_timer_
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a timer");
     if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
         goto out;
-    if (!(rc = vg_agent_lifecycle(env, agent_id, &lc, err)))
+    const char *home = vg_env_sync_host(env); /* read in the transaction: a join is seen */
+    if (home && json_object_set_new(t, "home", json_string(home)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a timer");
+    if (!rc && !(rc = vg_agent_lifecycle(env, agent_id, &lc, err)))
         rc = timer_save(env, t, 0, 1, next, err);
     rc = vg_wake_tx_end(env, rc, tagged, saved, err);
     if (!rc && out_id)
@@ -564,10 +575,21 @@ out:
 
 vigil_code vg_timer_remove(struct vg_env *env, const char *timer_id, vigil_error *err)
 {
-    vigil_code rc = vg_store_remove(env->store, "timer", timer_id, err);
+    struct vg_record *r = NULL;
+    int tagged;
+    const char *saved;
+    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    if (rc)
+        return rc;
+    rc = vg_store_get_copy(env->store, "timer", timer_id, &r, err);
+    if (!rc)
+        rc = vg_store_remove(env->store, "timer", timer_id, err);
     if (rc == VIGIL_ENOTFOUND)
-        return VG_FAIL(err, VIGIL_ENOTFOUND, "no timer \"%s\"", timer_id);
-    return rc;
+        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no timer \"%s\"", timer_id);
+    if (!rc) /* so that the deletion reaches the other devices (docs/sync.md) */
+        rc = vg_tombstone_put(env, r->owner, "timer", timer_id, err);
+    vg_free(r);
+    return vg_wake_tx_end(env, rc, tagged, saved, err);
 }
 
 vigil_code vg_timer_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)

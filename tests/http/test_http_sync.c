@@ -9,6 +9,7 @@
  */
 #include "base/common.h"
 
+#include "helpers/http_server.h"
 #include "helpers/live_http.h"
 #include "helpers/test.h"
 
@@ -208,14 +209,71 @@ TEST(a_wrong_token_is_refused)
     json_decref(call(&B, 404, "POST", "/v1/sync/nothing", "{}"));
 }
 
+/* A's model: a loopback server answering every request "done" and keeping each request. */
+static struct vg_test_server *model;
+static const struct vg_ts_response done_answer = {
+    .headers = "Content-Type: application/json\r\n",
+    .body = "{\"id\":\"c1\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{"
+            "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"done\"},"
+            "\"finish_reason\":\"stop\"}]}"};
+
+/* The user messages of the last request A's model got, one string "q|q|...". */
+static void last_request_users(char *out, size_t n)
+{
+    size_t count = vg_test_server_count(model), i, len = 0;
+    ASSERT(count > 0);
+    json_t *req = json_loads(vg_test_server_request(model, count - 1)->body, 0, NULL), *m;
+    ASSERT(req != NULL);
+    out[0] = '\0';
+    json_array_foreach (json_object_get(req, "messages"), i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const char *text = json_string_value(json_object_get(m, "content"));
+        if (role && !strcmp(role, "user") && text && len < n)
+            len += (size_t)snprintf(out + len, n - len, "%s|", text);
+    }
+    json_decref(req);
+}
+
+/* Trial K: a daemon keeps a thread's window between turns and caught it up with the messages
+ * numbered after its newest; those another device wrote apart, which the sync stored numbered
+ * below, never reached the model. After the sync the daemon's next turn has them. */
+TEST(a_daemons_next_turn_has_the_messages_a_sync_brought)
+{
+    char pal[64], users[4096];
+    live_agent_create(&A, "pal", pal, sizeof pal);
+    live_chat(&A, pal, "q0");
+    json_decref(synced(&A, &B));
+    live_chat(&A, pal, "qa1");
+    live_chat(&A, pal, "qa2");
+    live_chat(&B, pal, "qb1");
+    last_request_users(users, sizeof users);
+    ASSERT_STREQ(users, "q0|qa1|qa2|");
+    json_decref(synced(&A, &B));
+    live_chat(&A, pal, "qa3");
+    last_request_users(users, sizeof users);
+    if (!strstr(users, "qb1|"))
+        TEST_FAIL_("the daemon's turn after the sync misses b's message: %s", users);
+}
+
 int main(void)
 {
+    char config[4300], text[600];
+    model = vg_test_server_start(&done_answer, 1);
+    snprintf(config, sizeof config, "%s/laptop.yaml", vg_test_tmpdir("http_sync_model"));
+    snprintf(text, sizeof text, "model: {provider: openai, name: m, base_url: \"%s/v1\"}\n",
+             vg_test_server_url(model));
+    FILE *f = fopen(config, "w");
+    ASSERT(f && fputs(text, f) >= 0 && fclose(f) == 0);
+    setenv("VIGIL_CONFIG", config, 1); /* the laptop daemon's model, which keeps its requests */
     live_start(&A, "http_sync_laptop", NULL);
+    unsetenv("VIGIL_CONFIG");
     live_start(&B, "http_sync_desktop", NULL);
     RUN(two_daemons_sync_both_ways_over_http);
     RUN(an_exchange_cut_off_midway_is_taken_up_where_it_stopped);
     RUN(a_wrong_token_is_refused);
+    RUN(a_daemons_next_turn_has_the_messages_a_sync_brought);
     live_stop(&A);
     live_stop(&B);
+    vg_test_server_stop(model);
     return 0;
 }

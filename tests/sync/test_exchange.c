@@ -11,12 +11,14 @@
 #include "helpers/seeded_ids.h"
 
 #include "agent/agent.h"
+#include "loop/window_cache.h"
 #include "memory/compact.h"
 #include "os/clock.h"
 #include "os/fs.h"
 #include "runtime/runtime.h"
 #include "store/store.h"
 #include "sync/sync.h"
+#include "wake/wake.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -108,12 +110,14 @@ static int digest_cb(void *user, const struct vg_record *r)
     char key[512];
     snprintf(key, sizeof key, "%s/%s", r->kind, r->id);
     int pointer = !strcmp(r->kind, "link") && !strchr(r->id, '|') && strchr(r->id, ':');
+    /* A timer's k1 says whether it fires on this device (only on its home). */
+    int own_k1 = pointer || !strcmp(r->kind, "timer");
     json_t *body = pointer ? json_object() : json_loads(r->body, 0, NULL);
     ASSERT(body != NULL);
     drop_own_fields(r->kind, body);
     json_object_set_new(c->out, key,
                         json_pack("{s:s, s:s, s:s, s:I, s:o}", "owner", r->owner, "k1",
-                                  pointer ? "" : r->k1, "k2", r->k2, "seq", (json_int_t)r->seq,
+                                  own_k1 ? "" : r->k1, "k2", r->k2, "seq", (json_int_t)r->seq,
                                   "body", body));
     return 0;
 }
@@ -121,9 +125,10 @@ static int digest_cb(void *user, const struct vg_record *r)
 /* Every synced record, log entry, clock and projection of the store (owned). */
 static json_t *digest(struct device *d)
 {
-    static const char *const kinds[] = {"agent",    "agent_state", "message",   "message_payload",
-                                        "report",   "link",        "tombstone", "operation",
-                                        "sync_log", "sync_clock"};
+    static const char *const kinds[] = {
+        "agent", "agent_state", "message",   "message_payload", "report",
+        "link",  "tombstone",   "operation", "subscription",    "sub_token",
+        "timer", "source_ref",  "sync_log",  "sync_clock"};
     struct digest_ctx c = {json_object()};
     for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
         struct vg_query q = {.kind = kinds[i]};
@@ -674,9 +679,8 @@ TEST(shared_state_syncs_and_runtime_state_never_does)
 
 /* Every synced record written after the join has an entry in the host's log and, changed in
  * place, a clock; each update is an entry of its own; one payload type names each record's
- * subtype and carries the body the store holds. (Of the seed's subtypes, subscriptions and
- * timers do not sync yet and report heads are rebuilt, not sent: docs/internals/SYNC.md; so
- * S0-091 and S0-162 are not claimed here.)
+ * subtype and carries the body the store holds. (Subscriptions, timers, source references and
+ * report heads: the test subscriptions_timers_and_source_refs_sync_with_their_log_entries.)
  * proves: S3-019 S0-090 */
 TEST(every_synced_record_has_its_log_entry_and_clock)
 {
@@ -769,6 +773,370 @@ TEST(every_synced_record_has_its_log_entry_and_clock)
     expect_same(&a, &b);
     json_decref(hello);
     json_decref(offer);
+    device_close(&a);
+    device_close(&b);
+}
+
+/* ---- subscriptions, timers, source references and deletions ---------------------------- */
+
+static void add_sub(struct device *d, const char *agent, const char *id, const char *token)
+{
+    const char *tokens[] = {token};
+    struct vg_sub_spec spec = {.id = id, .agent_id = agent, .tokens = tokens, .n_tokens = 1};
+    ASSERT_OK(vg_sub_add(d->env, &spec, NULL, E));
+    vg_test_clock_advance(&d->clock, 1000);
+}
+
+static void add_timer(struct device *d, const char *agent, char id[37])
+{
+    ASSERT_OK(vg_timer_add(d->env, agent, VG_TIMER_CRON, "0 7 * * *", "UTC", id, E));
+    vg_test_clock_advance(&d->clock, 1000);
+}
+
+/* The record's k1 on d, "" when d does not hold it. */
+static void k1_of(struct device *d, const char *kind, const char *id, char out[64])
+{
+    struct vg_record *r = NULL;
+    vigil_error miss = {0};
+    out[0] = '\0';
+    if (vg_store_get_copy(d->env->store, kind, id, &r, &miss) == VIGIL_OK)
+        snprintf(out, 64, "%s", r->k1);
+    vg_free(r);
+}
+
+static int holds(struct device *d, const char *kind, const char *id)
+{
+    struct vg_record *r = NULL;
+    vigil_error miss = {0};
+    int found = vg_store_get_copy(d->env->store, kind, id, &r, &miss) == VIGIL_OK;
+    vg_free(r);
+    return found;
+}
+
+/* The subscriptions whose index matches token on d (their ids, comma-separated). */
+static void subs_matching(struct device *d, const char *token, char *out, size_t n)
+{
+    char k1[256];
+    struct vg_id_list ids = {0};
+    snprintf(k1, sizeof k1, "key:%s", token);
+    struct vg_query q = {.kind = "sub_token", .k1 = k1};
+    ASSERT_OK(vg_store_scan_ids(d->env->store, &q, &ids, E));
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < ids.n && len < n; i++) {
+        struct vg_record *r = NULL;
+        ASSERT_OK(vg_store_get_copy(d->env->store, "sub_token", ids.ids[i], &r, E));
+        len += (size_t)snprintf(out + len, n - len, "%s,", r->k2);
+        vg_free(r);
+    }
+    vg_id_list_release(&ids);
+}
+
+/* Subscriptions, timers, source references and report heads are agent-domain records like the
+ * others: each write has its entry in the host's log and goes in the one payload type under
+ * its subtype (with messages, which the tests above send, every subtype of seed 000's); a
+ * subscription arrives with its token index, so a notification on the other device matches
+ * it; a timer arrives held, not firing (its home device fires it), and an edit made on the
+ * other device comes back to its home.
+ * proves: S0-091 S0-162 */
+TEST(subscriptions_timers_and_source_refs_sync_with_their_log_entries)
+{
+    struct device a, b;
+    char agent[37], timer[37], k1[64], subs[512];
+    device_open(&a, "sync_subs_a", 201);
+    device_open(&b, "sync_subs_b", 202);
+    create_agent(&a, "watcher", agent);
+    int64_t before = count_kind(&a, "sync_log", vg_sync_host(a.env));
+    add_sub(&a, agent, "sub-1", "TASK");
+    add_timer(&a, agent, timer);
+    ASSERT_OK(vg_source_ref_add(a.env, agent, "task", "t-42", E));
+    /* Each write an entry of its own (a subscription, a timer, a source reference). */
+    ASSERT_EQ(count_kind(&a, "sync_log", vg_sync_host(a.env)), before + 3);
+    /* A report and its scope's head, two. */
+    ASSERT_OK(vg_report_set(a.env, agent, "current", "all well", NULL, NULL, NULL, E));
+    ASSERT_EQ(count_kind(&a, "sync_log", vg_sync_host(a.env)), before + 5);
+    json_t *hello = NULL, *offer = NULL;
+    ASSERT_OK(vg_sync_hello(b.env, &hello, E));
+    ASSERT_OK(vg_sync_offer(a.env, hello, &offer, E));
+    int seen = 0;
+    size_t i;
+    json_t *r, *e;
+    json_array_foreach (json_object_get(offer, "records"), i, r) {
+        const char *kind = json_string_value(json_object_get(r, "kind"));
+        const char *id = json_string_value(json_object_get(r, "id"));
+        seen |= !strcmp(kind, "subscription") ? 1
+                : !strcmp(kind, "timer")      ? 2
+                : !strcmp(kind, "source_ref") ? 4
+                                              : 0;
+        seen |= !strcmp(kind, "agent") ? 8 : !strcmp(kind, "agent_state") ? 16 : 0;
+        seen |= !strcmp(kind, "report") ? 32 : !strncmp(id, "agent_report_head:", 18) ? 64 : 0;
+    }
+    ASSERT_EQ(seen, 127); /* seed 000's subtypes but the message (the tests above send those) */
+    seen = 0;
+    json_array_foreach (json_object_get(offer, "entries"), i, e) {
+        const char *kind = json_string_value(json_array_get(e, 2));
+        seen |= !strcmp(kind, "subscription") ? 1
+                : !strcmp(kind, "timer")      ? 2
+                : !strcmp(kind, "source_ref") ? 4
+                                              : 0;
+    }
+    ASSERT_EQ(seen, 7);
+    json_decref(hello);
+    json_decref(offer);
+    both(&a, &b);
+    subs_matching(&b, "TASK", subs, sizeof subs);
+    ASSERT_STREQ(subs, "sub-1,");
+    json_t *refs = NULL;
+    ASSERT_OK(vg_source_refs(b.env, agent, "task", &refs, E));
+    ASSERT_EQ(json_array_size(refs), 1);
+    json_decref(refs);
+    /* The timer fires on a only: b holds it aside. */
+    k1_of(&a, "timer", timer, k1);
+    ASSERT_STREQ(k1, "on");
+    k1_of(&b, "timer", timer, k1);
+    ASSERT_STREQ(k1, "away");
+    int64_t due = 0;
+    ASSERT_OK(vg_timer_next_deadline(b.env, &due, E));
+    ASSERT_EQ(due, -1);
+    expect_same(&a, &b);
+    /* Edited on b (its zone, its tokens): still held there, and the edit reaches a. */
+    ASSERT_OK(vg_timer_set_zone(b.env, timer, "Europe/Berlin", E));
+    add_sub(&b, agent, "sub-1", "PROJECT");
+    k1_of(&b, "timer", timer, k1);
+    ASSERT_STREQ(k1, "away");
+    both(&a, &b);
+    k1_of(&a, "timer", timer, k1);
+    ASSERT_STREQ(k1, "on");
+    json_t *t = NULL;
+    ASSERT_OK(vg_env_get_json(a.env, "timer", timer, &t, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(t, "tz")), "Europe/Berlin");
+    json_decref(t);
+    subs_matching(&a, "TASK", subs, sizeof subs);
+    ASSERT_STREQ(subs, "");
+    subs_matching(&a, "PROJECT", subs, sizeof subs);
+    ASSERT_STREQ(subs, "sub-1,");
+    expect_same(&a, &b);
+    device_close(&a);
+    device_close(&b);
+}
+
+/* Deleting a synced record leaves a tombstone, and the deletion reaches the other devices: a
+ * subscription (its index with it), a timer (removed on a device that is not its home) and a
+ * source reference. A record made again under the same id after its deletion (a manifest's
+ * subscription "manifest-AGENT-N") comes back; one a third device still holds from before the
+ * deletion does not.
+ * proves: S0-179 */
+TEST(a_deletion_on_one_device_removes_the_record_on_the_others)
+{
+    struct device a, b, c;
+    char agent[37], timer[37], subs[512];
+    device_open(&a, "sync_del_a", 211);
+    device_open(&b, "sync_del_b", 212);
+    device_open(&c, "sync_del_c", 213);
+    create_agent(&a, "watcher", agent);
+    add_sub(&a, agent, "sub-1", "TASK");
+    add_timer(&a, agent, timer);
+    ASSERT_OK(vg_source_ref_add(a.env, agent, "task", "t-42", E));
+    both(&a, &b);
+    both(&a, &c);
+    ASSERT(holds(&b, "subscription", "sub-1") && holds(&c, "subscription", "sub-1"));
+    ASSERT_OK(vg_sub_remove(a.env, "sub-1", E));
+    ASSERT_OK(vg_timer_remove(b.env, timer, E)); /* removed where it does not fire */
+    ASSERT_OK(vg_source_ref_remove(a.env, agent, "task", "t-42", E));
+    ASSERT(holds(&a, "tombstone", "subscription:sub-1"));
+    char tomb[64];
+    snprintf(tomb, sizeof tomb, "timer:%s", timer);
+    ASSERT(holds(&b, "tombstone", tomb));
+    both(&a, &b);
+    ASSERT(!holds(&b, "subscription", "sub-1"));
+    ASSERT(holds(&b, "tombstone", "subscription:sub-1"));
+    ASSERT(!holds(&a, "timer", timer));
+    json_t *refs = NULL;
+    ASSERT_OK(vg_source_refs(b.env, agent, "task", &refs, E));
+    ASSERT_EQ(json_array_size(refs), 0);
+    json_decref(refs);
+    subs_matching(&b, "TASK", subs, sizeof subs);
+    ASSERT_STREQ(subs, "");
+    expect_same(&a, &b);
+    /* c still holds them from before: syncing with b brings the deletions, not the records. */
+    both(&c, &b);
+    ASSERT(!holds(&b, "subscription", "sub-1") && !holds(&c, "subscription", "sub-1"));
+    ASSERT(!holds(&c, "timer", timer) && !holds(&b, "timer", timer));
+    expect_same(&b, &c);
+    /* Made again under its id after the deletion: it comes back everywhere; deleted again, it
+     * goes again. */
+    add_sub(&b, agent, "sub-1", "PROJECT");
+    both(&b, &c);
+    both(&c, &a);
+    ASSERT(holds(&a, "subscription", "sub-1"));
+    subs_matching(&a, "PROJECT", subs, sizeof subs);
+    ASSERT_STREQ(subs, "sub-1,");
+    ASSERT_OK(vg_sub_remove(a.env, "sub-1", E));
+    both(&a, &b);
+    ASSERT(!holds(&b, "subscription", "sub-1"));
+    /* A deletion and an edit made apart: one of them is kept, the same on every device. */
+    add_sub(&a, agent, "sub-2", "TASK");
+    both(&a, &b);
+    both(&b, &c);
+    ASSERT_OK(vg_sub_remove(a.env, "sub-2", E));
+    add_sub(&c, agent, "sub-2", "PROJECT");
+    both(&a, &b);
+    both(&b, &c);
+    both(&a, &b);
+    expect_same(&a, &b);
+    expect_same(&b, &c);
+    device_close(&a);
+    device_close(&b);
+    device_close(&c);
+}
+
+/* A person's message and the agent's answer. */
+static void turn(struct device *d, const char *agent, const char *thread, const char *q,
+                 const char *a)
+{
+    say(d, agent, thread, q);
+    struct vg_message_in m = {
+        .agent_id = agent, .thread_id = thread, .kind = VG_MSG_THOUGHT, .content = a};
+    ASSERT_OK(vg_message_append(d->env, &m, NULL, E));
+    vg_test_clock_advance(&d->clock, 1000);
+}
+
+/* The contents of the window a runtime keeps of the thread, one string ("a1|b1|..."). */
+static void kept_window(struct vg_env *env, const char *agent, const char *thread, char *out,
+                        size_t n)
+{
+    struct vg_window w;
+    ASSERT_OK(vg_window_cache_read(env, agent, thread, 100000, &w, E));
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < w.n && len < n; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s|", w.msgs[i]->content);
+    vg_window_release(&w);
+}
+
+/* Trial K: a runtime that keeps a thread's window between runs (a daemon's) caught it up with
+ * the messages numbered after its newest; messages another device wrote before the exchange,
+ * which sync stores here numbered below that, were never in it. Here another runtime on the
+ * store (as `vigil sync`, or a daemon's sync route on another of its threads) applies them. */
+TEST(a_kept_window_takes_in_messages_sync_stored_below_its_newest)
+{
+    struct device a, b;
+    char agent[37], text[2048];
+    device_open(&a, "sync_window_a", 221);
+    device_open(&b, "sync_window_b", 222);
+    create_agent(&a, "pal", agent);
+    turn(&a, agent, "t", "q0", "a0");
+    both(&a, &b);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = a.path};
+    vigil_runtime *daemon = NULL;
+    ASSERT_OK(
+        vg_runtime_open_with(&o, &a.clock.base, vg_ids_seeded(&a.clock.base, 223), &daemon, E));
+    struct vg_env *kept = vg_runtime_env(daemon);
+    /* Apart: two turns on a, one on b; b's messages number below a's newest. */
+    turn(&a, agent, "t", "qa1", "a1");
+    turn(&a, agent, "t", "qa2", "a2");
+    turn(&b, agent, "t", "qb1", "b1");
+    kept_window(kept, agent, "t", text, sizeof text);
+    ASSERT_STREQ(text, "q0|a0|qa1|a1|qa2|a2|");
+    both(&a, &b);
+    kept_window(kept, agent, "t", text, sizeof text);
+    ASSERT(strstr(text, "qb1|b1|") != NULL);
+    ASSERT(strstr(text, "qa1|a1|qa2|a2|") != NULL);
+    /* And what a fresh read gives, which the kept one then follows. */
+    char fresh[2048];
+    vigil_runtime_close(daemon);
+    ASSERT_OK(
+        vg_runtime_open_with(&o, &a.clock.base, vg_ids_seeded(&a.clock.base, 224), &daemon, E));
+    kept_window(vg_runtime_env(daemon), agent, "t", fresh, sizeof fresh);
+    ASSERT_STREQ(text, fresh);
+    vigil_runtime_close(daemon);
+    device_close(&a);
+    device_close(&b);
+}
+
+/* "NUMBER:markdown,..." of the agent's current report and its history on d. */
+static void report_numbers(struct device *d, const char *agent, char *out, size_t n)
+{
+    json_t *v = NULL, *h;
+    size_t i, len = 0;
+    ASSERT_OK(vg_report_get(d->env, agent, "current", 5, &v, E));
+    json_t *all = json_array();
+    json_array_append(all, json_object_get(v, "report"));
+    json_array_foreach (json_object_get(v, "history"), i, h)
+        json_array_append(all, h);
+    out[0] = '\0';
+    json_array_foreach (all, i, h)
+        len += (size_t)snprintf(out + len, n - len, "%s:%s,",
+                                json_string_value(json_object_get(h, "number")),
+                                json_string_value(json_object_get(h, "markdown")));
+    json_decref(all);
+    json_decref(v);
+}
+
+/* Trial K11: two devices that each wrote a report apart both numbered it #2. The rule: a
+ * number several reports of a scope share gets a letter per report, in the order of their ids,
+ * so every device that holds them reads the same labels ("2a", "2b"), and a person can say
+ * which one is meant. */
+TEST(reports_numbered_alike_on_two_devices_are_told_apart_the_same_way)
+{
+    struct device a, b;
+    char agent[37], on_a[512], on_b[512];
+    device_open(&a, "sync_k11_a", 231);
+    device_open(&b, "sync_k11_b", 232);
+    create_agent(&a, "pal", agent);
+    ASSERT_OK(vg_report_set(a.env, agent, "current", "one", NULL, NULL, NULL, E));
+    both(&a, &b);
+    ASSERT_OK(vg_report_set(a.env, agent, "current", "laptop", NULL, NULL, NULL, E));
+    ASSERT_OK(vg_report_set(b.env, agent, "current", "desktop", NULL, NULL, NULL, E));
+    report_numbers(&a, agent, on_a, sizeof on_a);
+    ASSERT_STREQ(on_a, "2:laptop,1:one,");
+    both(&a, &b);
+    report_numbers(&a, agent, on_a, sizeof on_a);
+    report_numbers(&b, agent, on_b, sizeof on_b);
+    ASSERT_STREQ(on_a, on_b);
+    ASSERT(strstr(on_a, "2a:") && strstr(on_a, "2b:") && strstr(on_a, "1:one,"));
+    /* The next report numbers above both. */
+    ASSERT_OK(vg_report_set(b.env, agent, "current", "after", NULL, NULL, NULL, E));
+    report_numbers(&b, agent, on_b, sizeof on_b);
+    ASSERT(!strncmp(on_b, "3:after,", 8));
+    device_close(&a);
+    device_close(&b);
+}
+
+/* Trial K9: two agents made apart under one name both keep it after a sync (nothing could
+ * decide which one a person means by it), and a lookup by that name is refused (give an id); so
+ * the sync names them, the same way from either side: duplicate_names, by name, ids sorted. */
+TEST(a_sync_names_the_agents_two_devices_made_under_one_name)
+{
+    struct device a, b;
+    char pal_a[37], pal_b[37], other[37], want[256];
+    device_open(&a, "sync_k9_a", 241);
+    device_open(&b, "sync_k9_b", 242);
+    create_agent(&a, "Pal", pal_a);
+    create_agent(&b, "Pal", pal_b);
+    create_agent(&b, "Solo", other);
+    char *text = NULL;
+    ASSERT_OK(vigil_sync_with(a.rt, b.rt, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    snprintf(want, sizeof want, "[{\"name\": \"Pal\", \"ids\": [\"%s\", \"%s\"]}]",
+             strcmp(pal_a, pal_b) < 0 ? pal_a : pal_b, strcmp(pal_a, pal_b) < 0 ? pal_b : pal_a);
+    json_t *expected = json_loads(want, 0, NULL);
+    ASSERT(json_equal(json_object_get(v, "duplicate_names"), expected));
+    json_decref(v);
+    ASSERT_OK(vigil_sync_with(b.rt, a.rt, &text, E));
+    v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT(json_equal(json_object_get(v, "duplicate_names"), expected));
+    json_decref(v);
+    /* Destroyed, one is no longer a duplicate. */
+    ASSERT_OK(vg_agent_transition(a.env, pal_a, VIGIL_LIFECYCLE_DESTROYED, "one is enough", E));
+    ASSERT_OK(vigil_sync_with(a.rt, b.rt, &text, E));
+    v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT_EQ(json_array_size(json_object_get(v, "duplicate_names")), 0);
+    json_decref(v);
+    json_decref(expected);
     device_close(&a);
     device_close(&b);
 }
@@ -1008,5 +1376,10 @@ int main(void)
     RUN(a_store_restored_from_a_backup_is_refused_by_a_peer_that_saw_its_lost_writes);
     RUN(compaction_job_state_is_never_sent);
     RUN(three_devices_doing_concurrent_work_converge_in_any_order);
+    RUN(subscriptions_timers_and_source_refs_sync_with_their_log_entries);
+    RUN(a_deletion_on_one_device_removes_the_record_on_the_others);
+    RUN(a_kept_window_takes_in_messages_sync_stored_below_its_newest);
+    RUN(reports_numbered_alike_on_two_devices_are_told_apart_the_same_way);
+    RUN(a_sync_names_the_agents_two_devices_made_under_one_name);
     return 0;
 }
