@@ -323,8 +323,7 @@ out:
     return rc;
 }
 
-vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in *in,
-                            const char *actor, vigil_error *err)
+static vigil_code check_block_in(const struct vg_memory_block_in *in, vigil_error *err)
 {
     vigil_code rc;
     if (!in->agent_id || !*in->agent_id)
@@ -334,9 +333,45 @@ vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in
         return rc;
     if ((unsigned)in->tier >= VG_TIER_COUNT || (unsigned)in->permission >= VG_PERM_COUNT)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown memory tier or permission");
+    return VIGIL_OK;
+}
+
+vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in *in,
+                            const char *actor, vigil_error *err)
+{
+    vigil_code rc = check_block_in(in, err);
+    if (rc)
+        return rc;
     float *vec = vg_memory_embed_text(m, in->label, in->content);
     rc = do_create(m, in, actor, vec, err);
     vg_free(vec);
+    return rc;
+}
+
+vigil_code vg_memory_create_missing(struct vg_memory *m, const struct vg_memory_block_in *in,
+                                    size_t n, const char *actor, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    float **vecs = vg_calloc(n ? n : 1, sizeof *vecs);
+    if (!vecs)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating memory blocks");
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = check_block_in(&in[i], err);
+    /* Embedded before the transaction: a networked embedder is never asked while the store's
+     * write lock is held (vg_memory_may_embed would otherwise leave them to the background). */
+    for (size_t i = 0; !rc && i < n; i++)
+        vecs[i] = vg_memory_embed_text(m, in[i].label, in[i].content);
+    if (!rc && !(rc = vg_store_begin(m->env->store, err))) {
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = do_create(m, &in[i], actor, vecs[i], err); /* its own savepoint */
+            if (rc == VIGIL_EEXISTS) /* made by another writer first: left as it is */
+                rc = VIGIL_OK;
+        }
+        rc = vg_store_end(m->env->store, rc, err);
+    }
+    for (size_t i = 0; i < n; i++)
+        vg_free(vecs[i]);
+    vg_free(vecs);
     return rc;
 }
 

@@ -80,6 +80,10 @@ struct vg_memory_block_in {
 /* Create a block; EEXISTS if the agent already has the label. actor: who ("config", "human"). */
 vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in *in,
                             const char *actor, vigil_error *err);
+/* Create the blocks of in[0..n) the agent lacks, in one transaction: one commit, and all of them
+ * or none (a block that exists already is left as it is, not an error). */
+vigil_code vg_memory_create_missing(struct vg_memory *m, const struct vg_memory_block_in *in,
+                                    size_t n, const char *actor, vigil_error *err);
 
 /*
  * The agent's writes, checked against the block's permission:

@@ -395,6 +395,40 @@ TEST(first_run_seeds_core_blocks_from_the_persona)
     fx_close(&f);
 }
 
+static void count_commit(void *user, int committed)
+{
+    *(int *)user += committed;
+}
+
+/* The core blocks are written together: a persona file that lacks its last section leaves the
+ * agent with no block at all (before, the first two stayed, and the next first run, finding
+ * blocks, never seeded the third), and a complete one writes all three in one commit. */
+TEST(a_first_runs_core_blocks_are_seeded_together_or_not_at_all)
+{
+    struct fx f;
+    fx_open(&f, "mem_seed_all");
+    char path[4300];
+    snprintf(path, sizeof path, "%s/two.md", vg_test_tmpdir("mem_seed_two"));
+    static const char two[] = "# system\nYou work.\n# persona\nYou are Ada.\n";
+    ASSERT_OK(vg_fs_write_file(path, two, sizeof two - 1, E));
+    int seeded = 1;
+    ASSERT_CODE(VIGIL_EPARSE, vg_memory_seed(f.m, f.agent, path, &seeded, NULL));
+    ASSERT_EQ(seeded, 0);
+    struct vg_query q = {.kind = "memory_block", .owner = f.agent};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(f.t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 0);
+    int commits = 0;
+    vg_store_set_tx_hook(f.t.env->store, count_commit, &commits);
+    ASSERT_OK(vg_memory_seed(f.m, f.agent, NULL, &seeded, E));
+    vg_store_set_tx_hook(f.t.env->store, NULL, NULL);
+    ASSERT_EQ(commits, 1);
+    ASSERT_EQ(seeded, 1);
+    ASSERT_OK(vg_store_count(f.t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 3);
+    fx_close(&f);
+}
+
 /* proves: S4-004, S4-038, S4-041 */
 TEST(least_recently_used_working_blocks_leave_first)
 {
@@ -675,6 +709,7 @@ int main(void)
     RUN(every_mutation_is_in_the_event_log);
     RUN(a_person_changes_memory_at_once_whatever_the_permission);
     RUN(first_run_seeds_core_blocks_from_the_persona);
+    RUN(a_first_runs_core_blocks_are_seeded_together_or_not_at_all);
     RUN(least_recently_used_working_blocks_leave_first);
     RUN(context_has_report_observations_hot_messages_and_delta);
     RUN(embedder_down_falls_back_to_keyword_then_embeds_later);
