@@ -54,6 +54,14 @@ struct vg_memory {
         json_t *blocks; /* owned reference */
         struct vg_store_change_mark mark;
     } listed[VG_TIER_COUNT];
+    /* The last few texts an offline embedder embedded here, with their vectors (owned): such an
+     * embedder is a function of the text, and every new agent's first run embeds the same
+     * persona's core blocks (a third of what seeding an agent cost). */
+    struct vg_memory_embedded {
+        char *text;
+        float *vec;
+    } embedded[3];
+    int embedded_next;
 };
 
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,
