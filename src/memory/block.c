@@ -262,9 +262,6 @@ int vg_memory_may_embed(struct vg_memory *m)
            ((m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE) || !vg_store_in_tx(m->env->store));
 }
 
-/* Embed one text, or return NULL (owned vector otherwise) when there is no embedder, it fails
- * or it may not be called now: the block is then stored without a vector and embedded later
- * (vg_memory_embed_pending, after each run). */
 /* Texts longer than this are not kept with their vectors (a persona's blocks are far shorter). */
 #define EMBEDDED_TEXT_MAX 16384
 
@@ -301,6 +298,9 @@ static void embedded_keep(struct vg_memory *m, const char *text, size_t len, con
     m->embedded_next = (m->embedded_next + 1) % (int)VG_ARRAY_LEN(m->embedded);
 }
 
+/* Embed one text, or return NULL (owned vector otherwise) when there is no embedder, it fails
+ * or it may not be called now: the block is then stored without a vector and embedded later
+ * (vg_memory_embed_pending, after each run). */
 float *vg_memory_embed_text(struct vg_memory *m, const char *label, const char *content)
 {
     if (!vg_memory_may_embed(m))
