@@ -75,6 +75,10 @@ void vg_memory_free(struct vg_memory *m)
     vg_vec_cache_free(m->cache);
     for (int i = 0; i < VG_TIER_COUNT; i++)
         json_decref(m->listed[i].blocks);
+    for (size_t i = 0; i < VG_ARRAY_LEN(m->embedded); i++) {
+        vg_free(m->embedded[i].text);
+        vg_free(m->embedded[i].vec);
+    }
     vg_free(m);
 }
 
@@ -258,6 +262,42 @@ int vg_memory_may_embed(struct vg_memory *m)
            ((m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE) || !vg_store_in_tx(m->env->store));
 }
 
+/* Texts longer than this are not kept with their vectors (a persona's blocks are far shorter). */
+#define EMBEDDED_TEXT_MAX 16384
+
+/* The vector an offline embedder gave text before, copied into v; 0 when none is kept. */
+static int embedded_before(struct vg_memory *m, const char *text, float *v, int dim)
+{
+    if (!(m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE))
+        return 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(m->embedded); i++)
+        if (m->embedded[i].text && strcmp(m->embedded[i].text, text) == 0) {
+            memcpy(v, m->embedded[i].vec, sizeof *v * (size_t)dim);
+            return 1;
+        }
+    return 0;
+}
+
+static void embedded_keep(struct vg_memory *m, const char *text, size_t len, const float *v,
+                          int dim)
+{
+    if (!(m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE) || len > EMBEDDED_TEXT_MAX)
+        return;
+    struct vg_memory_embedded *e = &m->embedded[m->embedded_next];
+    char *t = vg_strndup(text, len);
+    float *copy = vg_malloc(sizeof *copy * (size_t)dim);
+    if (!t || !copy) {
+        vg_free(t);
+        vg_free(copy);
+        return;
+    }
+    memcpy(copy, v, sizeof *copy * (size_t)dim);
+    vg_free(e->text);
+    vg_free(e->vec);
+    *e = (struct vg_memory_embedded){t, copy};
+    m->embedded_next = (m->embedded_next + 1) % (int)VG_ARRAY_LEN(m->embedded);
+}
+
 /* Embed one text, or return NULL (owned vector otherwise) when there is no embedder, it fails
  * or it may not be called now: the block is then stored without a vector and embedded later
  * (vg_memory_embed_pending, after each run). */
@@ -274,9 +314,15 @@ float *vg_memory_embed_text(struct vg_memory *m, const char *label, const char *
     vg_buf_printf(&text, "%s\n%s", label, content ? content : "");
     const char *t = text.data;
     vigil_error e = {0};
+    if (!text.fail && embedded_before(m, t, v, dim)) {
+        vg_buf_release(&text);
+        return v;
+    }
     if (text.fail || vg_embed(m->embedder, &t, 1, v, &e)) {
         vg_free(v);
         v = NULL;
+    } else {
+        embedded_keep(m, t, text.len, v, dim);
     }
     vg_buf_release(&text);
     return v;
@@ -323,8 +369,7 @@ out:
     return rc;
 }
 
-vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in *in,
-                            const char *actor, vigil_error *err)
+static vigil_code check_block_in(const struct vg_memory_block_in *in, vigil_error *err)
 {
     vigil_code rc;
     if (!in->agent_id || !*in->agent_id)
@@ -334,9 +379,45 @@ vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in
         return rc;
     if ((unsigned)in->tier >= VG_TIER_COUNT || (unsigned)in->permission >= VG_PERM_COUNT)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown memory tier or permission");
+    return VIGIL_OK;
+}
+
+vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in *in,
+                            const char *actor, vigil_error *err)
+{
+    vigil_code rc = check_block_in(in, err);
+    if (rc)
+        return rc;
     float *vec = vg_memory_embed_text(m, in->label, in->content);
     rc = do_create(m, in, actor, vec, err);
     vg_free(vec);
+    return rc;
+}
+
+vigil_code vg_memory_create_missing(struct vg_memory *m, const struct vg_memory_block_in *in,
+                                    size_t n, const char *actor, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    float **vecs = vg_calloc(n ? n : 1, sizeof *vecs);
+    if (!vecs)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating memory blocks");
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = check_block_in(&in[i], err);
+    /* Embedded before the transaction: a networked embedder is never asked while the store's
+     * write lock is held (vg_memory_may_embed would otherwise leave them to the background). */
+    for (size_t i = 0; !rc && i < n; i++)
+        vecs[i] = vg_memory_embed_text(m, in[i].label, in[i].content);
+    if (!rc && !(rc = vg_store_begin(m->env->store, err))) {
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = do_create(m, &in[i], actor, vecs[i], err); /* its own savepoint */
+            if (rc == VIGIL_EEXISTS) /* made by another writer first: left as it is */
+                rc = VIGIL_OK;
+        }
+        rc = vg_store_end(m->env->store, rc, err);
+    }
+    for (size_t i = 0; i < n; i++)
+        vg_free(vecs[i]);
+    vg_free(vecs);
     return rc;
 }
 

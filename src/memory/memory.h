@@ -54,6 +54,14 @@ struct vg_memory {
         json_t *blocks; /* owned reference */
         struct vg_store_change_mark mark;
     } listed[VG_TIER_COUNT];
+    /* The last few texts an offline embedder embedded here, with their vectors (owned): such an
+     * embedder is a function of the text, and every new agent's first run embeds the same
+     * persona's core blocks (a third of what seeding an agent cost). */
+    struct vg_memory_embedded {
+        char *text;
+        float *vec;
+    } embedded[3];
+    int embedded_next;
 };
 
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,
@@ -80,6 +88,10 @@ struct vg_memory_block_in {
 /* Create a block; EEXISTS if the agent already has the label. actor: who ("config", "human"). */
 vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in *in,
                             const char *actor, vigil_error *err);
+/* Create the blocks of in[0..n) the agent lacks, in one transaction: one commit, and all of them
+ * or none (a block that exists already is left as it is, not an error). */
+vigil_code vg_memory_create_missing(struct vg_memory *m, const struct vg_memory_block_in *in,
+                                    size_t n, const char *actor, vigil_error *err);
 
 /*
  * The agent's writes, checked against the block's permission:

@@ -68,24 +68,29 @@ vigil_code vg_memory_seed(struct vg_memory *m, const char *agent_id, const char 
     }
     if ((rc = vg_fs_read_file(path, 256 * 1024, &doc, NULL, err)))
         return rc;
+    /* Every section read first, then the blocks written in one transaction: one commit (and
+     * one log sync) for the three instead of one each, and a persona file that lacks a section
+     * leaves no block behind (the count above would then never let the first run seed the
+     * rest). */
+    struct vg_memory_block_in in[VG_ARRAY_LEN(core_blocks)];
+    char *text[VG_ARRAY_LEN(core_blocks)] = {0};
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(core_blocks); i++) {
-        char *text = section(doc, core_blocks[i].label);
-        if (!text) {
+        if (!(text[i] = section(doc, core_blocks[i].label))) {
             rc = VG_FAIL(err, VIGIL_EPARSE, "persona file \"%s\" has no \"# %s\" section", path,
                          core_blocks[i].label);
             break;
         }
-        struct vg_memory_block_in in = {.agent_id = agent_id,
-                                        .tier = VG_TIER_CORE,
-                                        .label = core_blocks[i].label,
-                                        .content = text,
-                                        .permission = core_blocks[i].perm,
-                                        .pinned = 1};
-        rc = vg_memory_create(m, &in, "config", err);
-        if (rc == VIGIL_EEXISTS) /* a concurrent first run seeded it: same outcome */
-            rc = VIGIL_OK;
-        vg_free(text);
+        in[i] = (struct vg_memory_block_in){.agent_id = agent_id,
+                                            .tier = VG_TIER_CORE,
+                                            .label = core_blocks[i].label,
+                                            .content = text[i],
+                                            .permission = core_blocks[i].perm,
+                                            .pinned = 1};
     }
+    if (!rc)
+        rc = vg_memory_create_missing(m, in, VG_ARRAY_LEN(core_blocks), "config", err);
+    for (size_t i = 0; i < VG_ARRAY_LEN(core_blocks); i++)
+        vg_free(text[i]);
     vg_free(doc);
     if (!rc && seeded)
         *seeded = 1;

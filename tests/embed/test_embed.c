@@ -7,6 +7,7 @@
 #include "embed/embed.h"
 
 #include <math.h>
+#include <sodium.h>
 
 static float dot(const float *a, const float *b, int n)
 {
@@ -55,6 +56,27 @@ static uint64_t lcg(uint64_t *s)
     return *s >> 33;
 }
 
+/* The vector text is standard padded base64 of the little-endian floats, byte for byte what
+ * libsodium's encoder wrote before vigil's own took its place (stored vectors and new ones read
+ * alike): every length's remainder, every byte value. */
+TEST(a_vectors_text_is_the_base64_libsodium_writes)
+{
+    uint64_t s = 11;
+    for (int dim = 1; dim <= 40; dim++) {
+        float v[40];
+        unsigned char bytes[160];
+        char want[256], *text = NULL;
+        for (int i = 0; i < dim * 4; i++)
+            bytes[i] = (unsigned char)(dim == 1 ? 0xff : lcg(&s));
+        memcpy(v, bytes, (size_t)dim * 4); /* a little-endian machine's floats: their bytes */
+        sodium_bin2base64(want, sizeof want, bytes, (size_t)dim * 4,
+                          sodium_base64_VARIANT_ORIGINAL);
+        ASSERT_OK(vg_vec_encode(v, dim, &text, E));
+        ASSERT_STREQ(text, want);
+        vg_free(text);
+    }
+}
+
 TEST(topk_matches_a_full_sort)
 {
     enum { N = 2000, D = 37, K = 10 };
@@ -87,5 +109,6 @@ int main(void)
     RUN(hash_embedder_is_deterministic_normalized_and_lexical);
     RUN(vectors_round_trip_through_text);
     RUN(topk_matches_a_full_sort);
+    RUN(a_vectors_text_is_the_base64_libsodium_writes);
     return 0;
 }

@@ -395,6 +395,112 @@ TEST(first_run_seeds_core_blocks_from_the_persona)
     fx_close(&f);
 }
 
+static void count_commit(void *user, int committed)
+{
+    *(int *)user += committed;
+}
+
+/* The core blocks are written together: a persona file that lacks its last section leaves the
+ * agent with no block at all (before, the first two stayed, and the next first run, finding
+ * blocks, never seeded the third), and a complete one writes all three in one commit. */
+TEST(a_first_runs_core_blocks_are_seeded_together_or_not_at_all)
+{
+    struct fx f;
+    fx_open(&f, "mem_seed_all");
+    char path[4300];
+    snprintf(path, sizeof path, "%s/two.md", vg_test_tmpdir("mem_seed_two"));
+    static const char two[] = "# system\nYou work.\n# persona\nYou are Ada.\n";
+    ASSERT_OK(vg_fs_write_file(path, two, sizeof two - 1, E));
+    int seeded = 1;
+    ASSERT_CODE(VIGIL_EPARSE, vg_memory_seed(f.m, f.agent, path, &seeded, NULL));
+    ASSERT_EQ(seeded, 0);
+    struct vg_query q = {.kind = "memory_block", .owner = f.agent};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(f.t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 0);
+    int commits = 0;
+    vg_store_set_tx_hook(f.t.env->store, count_commit, &commits);
+    ASSERT_OK(vg_memory_seed(f.m, f.agent, NULL, &seeded, E));
+    vg_store_set_tx_hook(f.t.env->store, NULL, NULL);
+    ASSERT_EQ(commits, 1);
+    ASSERT_EQ(seeded, 1);
+    ASSERT_OK(vg_store_count(f.t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 3);
+    fx_close(&f);
+}
+
+/* An embedder that counts its calls, in front of the hash embedder; offline or not. */
+struct counted_embedder {
+    struct vg_embedder base;
+    struct vg_embedder *inner;
+    int calls;
+};
+
+static int counted_dimension(struct vg_embedder *e)
+{
+    return vg_embed_dimension(((struct counted_embedder *)e)->inner);
+}
+
+static vigil_code counted_embed(struct vg_embedder *e, const char *const *texts, size_t n,
+                                float *out, vigil_error *err)
+{
+    struct counted_embedder *c = (struct counted_embedder *)e;
+    c->calls++;
+    return vg_embed(c->inner, texts, n, out, err);
+}
+
+static void counted_close(struct vg_embedder *e)
+{
+    (void)e;
+}
+
+static const struct vg_embed_methods counted_offline = {
+    1, "counted", VG_EMBED_CAP_OFFLINE, counted_dimension, counted_embed, counted_close};
+static const struct vg_embed_methods counted_networked = {
+    1, "counted", 0, counted_dimension, counted_embed, counted_close};
+
+/* Two new agents' core blocks: an offline embedder (a function of the text) embeds the persona's
+ * three blocks once for both, and each agent stores the same vectors; one over a network is
+ * asked for every block, as before. */
+TEST(new_agents_core_blocks_are_embedded_once_by_an_offline_embedder)
+{
+    struct fx f;
+    fx_open(&f, "mem_seed_embed");
+    for (int networked = 0; networked < 2; networked++) {
+        struct counted_embedder c = {
+            .base = {.methods = networked ? &counted_networked : &counted_offline}, .inner = f.emb};
+        snprintf(c.base.model, sizeof c.base.model, "%s", f.emb->model);
+        struct vg_memory *m = NULL;
+        ASSERT_OK(vg_memory_new(f.t.env, &c.base, &m, E));
+        char agents[2][37];
+        for (int i = 0; i < 2; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "n%d-%d", networked, i);
+            vigil_agent_spec spec = {.name = name};
+            ASSERT_OK(vigil_agent_create(f.t.rt, &spec, agents[i], E));
+            int seeded = 0;
+            ASSERT_OK(vg_memory_seed(m, agents[i], NULL, &seeded, E));
+            ASSERT_EQ(seeded, 1);
+        }
+        ASSERT_EQ(c.calls, networked ? 6 : 3);
+        static const char *const labels[] = {"system", "persona", "familiar"};
+        for (size_t l = 0; l < VG_ARRAY_LEN(labels); l++) {
+            json_t *v[2] = {NULL, NULL};
+            for (int i = 0; i < 2; i++) {
+                char id[VG_BLOCK_ID_LEN];
+                vg_memory_block_id(agents[i], labels[l], id);
+                ASSERT_OK(vg_env_get_json(f.t.env, "memory_vector", id, &v[i], NULL, E));
+            }
+            ASSERT_STREQ(json_string_value(json_object_get(v[0], "v")),
+                         json_string_value(json_object_get(v[1], "v")));
+            json_decref(v[0]);
+            json_decref(v[1]);
+        }
+        vg_memory_free(m);
+    }
+    fx_close(&f);
+}
+
 /* proves: S4-004, S4-038, S4-041 */
 TEST(least_recently_used_working_blocks_leave_first)
 {
@@ -675,6 +781,8 @@ int main(void)
     RUN(every_mutation_is_in_the_event_log);
     RUN(a_person_changes_memory_at_once_whatever_the_permission);
     RUN(first_run_seeds_core_blocks_from_the_persona);
+    RUN(a_first_runs_core_blocks_are_seeded_together_or_not_at_all);
+    RUN(new_agents_core_blocks_are_embedded_once_by_an_offline_embedder);
     RUN(least_recently_used_working_blocks_leave_first);
     RUN(context_has_report_observations_hot_messages_and_delta);
     RUN(embedder_down_falls_back_to_keyword_then_embeds_later);

@@ -7,6 +7,7 @@
 #include "helpers/test.h"
 
 #include "base/hash.h"
+#include "base/json.h"
 #include "os/clock.h"
 #include "store/body.h"
 #include "store/store.h"
@@ -609,6 +610,44 @@ TEST(a_finished_runs_record_stores_the_holes_of_its_shapes)
     check_packed(&r, body, NULL);
 }
 
+/* A row's id stands in for its body's text only when it is written as itself between two quotes
+ * (store/body.c `plain`, which reads eight bytes at a time): an id with a byte to escape, a
+ * DEL or a byte past ASCII at any place, in the eight-byte part or the tail, packs to a text
+ * that reads back as written, and a plain one of any length still leaves the id out. */
+TEST(an_id_stands_for_its_text_only_when_plain_at_every_place)
+{
+    static const char *const odd[] = {"\x01", "\x1f", "\"", "\\", "\x7f", "\xc3\xa9"};
+    char id[40], body[512];
+    struct vg_record j = journal_row;
+    j.at = 0;
+    j.id = id;
+    for (size_t len = 1; len <= 24; len++) {
+        memset(id, 'a', len);
+        id[len] = '\0';
+        snprintf(body, sizeof body,
+                 "{\"record_id\":\"%s\",\"tool_call\":{\"duration_ms\":0,\"name\":\"add\","
+                 "\"output_message\":\"%s\",\"status\":\"succeeded\",\"tool_call_id\":\"t1\"}}",
+                 id, id);
+        check_packed(&j, body, "{\"\":131136,\"tool_call\":[0,\"add\",\"t1\"]}");
+    }
+    for (size_t k = 0; k < sizeof odd / sizeof *odd; k++)
+        for (size_t at = 0; at < 20; at++) {
+            struct vg_buf text;
+            vg_buf_init(&text, 1 << 16);
+            memset(id, 'a', 20);
+            id[20] = '\0';
+            memcpy(id + at, odd[k], strlen(odd[k]));
+            id[at + strlen(odd[k]) > 20 ? at + strlen(odd[k]) : 20] = '\0';
+            vg_json_put_string(&text, id);
+            snprintf(body, sizeof body,
+                     "{\"record_id\":%s,\"tool_call\":{\"duration_ms\":0,\"name\":\"add\","
+                     "\"output_message\":%s,\"status\":\"succeeded\",\"tool_call_id\":\"t1\"}}",
+                     text.data, text.data);
+            check_packed(&j, body, NULL);
+            vg_buf_release(&text);
+        }
+}
+
 int main(void)
 {
     RUN(a_message_keeps_its_ids_once_and_reads_as_written);
@@ -624,5 +663,6 @@ int main(void)
     RUN(values_unlike_their_shape_are_kept_as_written);
     RUN(a_tool_result_stored_before_shapes_reads_as_written);
     RUN(a_hash_whose_content_is_left_out_reads_back);
+    RUN(an_id_stands_for_its_text_only_when_plain_at_every_place);
     return 0;
 }
