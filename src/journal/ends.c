@@ -143,7 +143,7 @@ static int facts_scan(const char *body, struct vg_buf *b, size_t *thread, int64_
         if (vg_jscan_key_is(key, len, "thread_id")) {
             *thread = (size_t)-1;
             r = vg_jscan_peek(&sc) == '"' ? vg_jscan_string(&sc, b, thread)
-                                           : vg_jscan_skip_span(&sc);
+                                          : vg_jscan_skip_span(&sc);
         } else if (vg_jscan_key_is(key, len, "tool_calls")) {
             r = scan_count(&sc, tools);
         } else if (vg_jscan_key_is(key, len, "model_calls")) {
