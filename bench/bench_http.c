@@ -92,8 +92,15 @@ static void make_agent(const char *name, char *id, size_t n)
     live_resp_free(&r);
 }
 
+struct threads {
+    double cpu_ns, voluntary, involuntary;
+};
+static struct threads daemon_threads(void);
+
 /* wrk's "99%" latency in ms and requests per second for one URL path, with the CPU per
- * request of the daemon and of wrk. */
+ * request of the daemon and of wrk, and, for the daemon, its context switches a request:
+ * voluntary (a thread that waited: for its next request, or for a lock) and involuntary (one
+ * the scheduler took the core from: on 2 cores shared with wrk, what the p99 is made of). */
 static void wrk_at(const char *label, int port, pid_t server, const char *path, int seconds)
 {
     char cmd[1024], line[512];
@@ -103,6 +110,7 @@ static void wrk_at(const char *label, int port, pid_t server, const char *path, 
              "'http://127.0.0.1:%d%s' 2>&1",
              seconds, L.token, port, path);
     double daemon0 = (double)bench_proc_cpu_us(server) / 1e6, wrk0 = rusage_cpu_s(RUSAGE_CHILDREN);
+    struct threads t0 = server == L.pid ? daemon_threads() : (struct threads){0};
     FILE *p = popen(cmd, "r");
     if (!p)
         TEST_FAIL_("could not run wrk");
@@ -124,6 +132,12 @@ static void wrk_at(const char *label, int port, pid_t server, const char *path, 
            client = rusage_cpu_s(RUSAGE_CHILDREN) - wrk0;
     printf("%-28s %8.0f req/s  p99 %6.2f ms  CPU/req: daemon %5.1f us, wrk %5.1f us\n", label, rps,
            p99, daemon / requests * 1e6, client / requests * 1e6);
+    if (server == L.pid) {
+        struct threads t1 = daemon_threads();
+        printf("%-28s the daemon's switches a request: %.3f voluntary, %.3f involuntary\n", "",
+               (t1.voluntary - t0.voluntary) / requests,
+               (t1.involuntary - t0.involuntary) / requests);
+    }
 }
 
 static void wrk(const char *label, const char *path, int seconds)
@@ -265,6 +279,18 @@ static CURL *chat_client(const char *agent, struct curl_slist **h)
     return c;
 }
 
+/* The same POST to a server that does no work (the floor server): the round trip alone. */
+static CURL *floor_client(int port)
+{
+    char url[128];
+    CURL *c = curl_easy_init();
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"text\":\"hello there\"}");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    return c;
+}
+
 static void chat_http(CURL *c, int turns)
 {
     for (int i = 0; i < turns; i++) {
@@ -349,10 +375,6 @@ static void store_counts(double *syncs, double *commits)
  * switches, voluntary (a thread that slept: a hand-off's wake-up) and not, summed over its
  * threads. A thread that ended takes its counts with it: the daemon's kept workers live 30 s
  * idle, longer than a block and its settling. */
-struct threads {
-    double cpu_ns, voluntary, involuntary;
-};
-
 static void task_counts(const char *tid, struct threads *t)
 {
     char path[128], line[256];
@@ -579,6 +601,17 @@ struct turn {
     double wall, cpu, self, daemon, switches; /* switches: the daemon's voluntary ones */
 };
 
+/* One round trip to the floor server, its wall: what a request and its answer cost on this
+ * machine's loopback with no work behind them (two processes woken, the kernel's TCP, libcurl),
+ * against which "HTTP adds" is read. */
+static double floor_trip(CURL *c)
+{
+    double t0 = bench_wall_s();
+    if (curl_easy_perform(c) != CURLE_OK)
+        TEST_FAIL_("the floor server did not answer");
+    return bench_wall_s() - t0;
+}
+
 static struct turn one_turn(CURL *c, vigil_runtime *rt, const char *agent)
 {
     struct turn t;
@@ -632,8 +665,13 @@ static void print_pairs(const char *what, const struct turn *h, const struct tur
 static void compare_turns(const char *agent, const char *other)
 {
     static struct turn h[TURN_PAIRS], c[TURN_PAIRS];
+    static double trip[TURN_PAIRS];
     struct curl_slist *hdr = NULL;
     CURL *client = chat_client(agent, &hdr);
+    struct floor_server f = {0};
+    floor_start(&f, 600); /* about a whole turn's answer */
+    CURL *to_floor = floor_client(f.port);
+    floor_trip(to_floor);
     vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
     vigil_runtime *rt = NULL;
     ASSERT_OK(vigil_runtime_open(&o, &rt, E));
@@ -647,8 +685,11 @@ static void compare_turns(const char *agent, const char *other)
             h[i] = one_turn(client, NULL, agent);
             c[i] = one_turn(NULL, rt, other);
         }
+        trip[i] = floor_trip(to_floor);
     }
     vigil_runtime_close(rt);
+    curl_easy_cleanup(to_floor);
+    floor_stop(&f);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(client);
     printf("a chat turn (scripted model): %d pairs of single turns, HTTP and C API alternately "
@@ -661,6 +702,8 @@ static void compare_turns(const char *agent, const char *other)
     print_pairs("CPU bench", h, c, offsetof(struct turn, self), 1e3);
     printf("  the daemon's voluntary context switches a turn (not ms):\n");
     print_pairs("switches", h, c, offsetof(struct turn, switches), 1);
+    printf("  the same POST to a server doing nothing (one a pair, keep-alive; ms):\n");
+    print_spread("wall, floor round trip", trip, TURN_PAIRS, 1e3);
 }
 
 /* The floor server answering as many bytes as the daemon's read of agent, loaded alike. */

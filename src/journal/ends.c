@@ -114,21 +114,77 @@ struct run_facts {
     int found;
 };
 
+/* A count member's value as vg_jint reads it: an integer's, else 0 (a real declines: jansson
+ * reads it). */
+static int scan_count(struct vg_jscan *sc, int64_t *v)
+{
+    *v = 0;
+    return vg_jscan_peek(sc) == '0' ? vg_jscan_int(sc, v) : vg_jscan_skip_span(sc);
+}
+
+/* thread_id (*thread: where it starts in b, (size_t)-1 when absent or not a string),
+ * tool_calls and model_calls of a run's body read without building its tree: the event poller
+ * reads each run's facts a few times a turn, and decoding the whole record for three members
+ * was about 110,000 instructions each time (docs/internals/PERF.md, session 38). -1: the scan
+ * declined (jansson then reads it, with the same answers). */
+static int facts_scan(const char *body, struct vg_buf *b, size_t *thread, int64_t *tools,
+                      int64_t *models)
+{
+    struct vg_jscan sc;
+    const char *key;
+    size_t len;
+    int r;
+    *thread = (size_t)-1;
+    *tools = *models = 0;
+    vg_jscan_init(&sc, body, strlen(body));
+    if (vg_jscan_enter(&sc, '{') < 0)
+        return -1;
+    while ((r = vg_jscan_next(&sc, &key, &len)) == 1) {
+        if (vg_jscan_key_is(key, len, "thread_id")) {
+            *thread = (size_t)-1;
+            r = vg_jscan_peek(&sc) == '"' ? vg_jscan_string(&sc, b, thread)
+                                          : vg_jscan_skip_span(&sc);
+        } else if (vg_jscan_key_is(key, len, "tool_calls")) {
+            r = scan_count(&sc, tools);
+        } else if (vg_jscan_key_is(key, len, "model_calls")) {
+            r = scan_count(&sc, models);
+        } else {
+            r = vg_jscan_skip_span(&sc);
+        }
+        if (r < 0)
+            return -1;
+    }
+    return r < 0 || vg_jscan_end(&sc) < 0 ? -1 : 0;
+}
+
 /* The run's thread and owner from a record of it (its run record or its header row); header:
  * the start is the row's time and there is no count to stop at. */
 static int facts_from(struct run_facts *f, const struct vg_record *r, int header)
 {
-    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
-    const char *thread = vg_jstr(b, "thread_id");
+    struct vg_buf b;
+    size_t at;
+    int64_t tools, models;
+    json_t *o = NULL;
+    const char *thread;
+    vg_buf_init(&b, 0);
+    if (facts_scan(r->body, &b, &at, &tools, &models) == 0 && !b.fail) {
+        thread = at == (size_t)-1 ? NULL : b.data + at;
+    } else {
+        o = vg_jload(r->body, strlen(r->body), 0, NULL);
+        thread = vg_jstr(o, "thread_id");
+        tools = vg_jint(o, "tool_calls");
+        models = vg_jint(o, "model_calls");
+    }
     if (thread && strlen(thread) < sizeof f->thread && strlen(r->owner) < sizeof f->owner) {
         snprintf(f->thread, sizeof f->thread, "%s", thread);
         snprintf(f->owner, sizeof f->owner, "%s", r->owner);
         f->start_ms = header ? r->at : r->seq;
-        f->tool_calls = header ? INT64_MAX : vg_jint(b, "tool_calls");
-        f->model_calls = header ? INT64_MAX : vg_jint(b, "model_calls");
+        f->tool_calls = header ? INT64_MAX : tools;
+        f->model_calls = header ? INT64_MAX : models;
         f->found = 1;
     }
-    json_decref(b);
+    json_decref(o);
+    vg_buf_release(&b);
     return 1;
 }
 

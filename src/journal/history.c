@@ -104,6 +104,7 @@ struct page {
     int limit;
     int more;
     int failed;
+    int running; /* records whose k1 is "running": in a run listing, its running runs */
     int64_t last_seq;
     char last_id[201];
     item_fn make;
@@ -126,6 +127,7 @@ static int page_cb(void *user, const struct vg_record *r)
     }
     if (p->n)
         vg_buf_putc(&p->text, ',');
+    p->running += r->k1 && !strcmp(r->k1, "running");
     if (p->make(p->store, r, &p->text, &p->err) != 0 || p->text.fail) {
         p->failed = 1;
         return 1;
@@ -201,10 +203,18 @@ static vigil_code page_close(struct page *p, vigil_code rc, char **out, vigil_er
 typedef vigil_code (*scan_fn)(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
                               void *user, vigil_error *err);
 
+/* The page's text is reserved at PAGE_ITEM_GUESS bytes an item (a run's item is about 580),
+ * up to PAGE_RESERVE_MAX (below malloc's mmap threshold): grown from 1 KiB by doubling, a page
+ * of 20 runs was four reallocations, some 11,000 instructions of a 172,000-instruction listing
+ * (docs/internals/PERF.md, session 38). */
+#define PAGE_ITEM_GUESS 640
+#define PAGE_RESERVE_MAX ((size_t)64 << 10)
+
 /* Run one keyset page of q and produce {"items":[...],"next_cursor":...}; scan: vg_store_scan,
- * or vg_store_scan_stored for a make that takes records as stored. */
+ * or vg_store_scan_stored for a make that takes records as stored. *running (may be NULL): how
+ * many of the page's records have k1 "running". */
 static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *cursor, int limit,
-                           scan_fn scan, item_fn make, char **out, vigil_error *err)
+                           scan_fn scan, item_fn make, char **out, int *running, vigil_error *err)
 {
     char after[201];
     vigil_code rc = limit_check(&limit, err);
@@ -218,9 +228,12 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
     }
     struct page p;
     page_init(&p, s, limit, make);
+    vg_buf_room(&p.text, VG_MIN((size_t)limit * PAGE_ITEM_GUESS, PAGE_RESERVE_MAX));
     vg_buf_puts(&p.text, "{\"items\":[");
     q->limit = limit + 1; /* one more tells whether a next page exists */
     rc = page_scanned(&p, scan(s, q, page_cb, &p, err), err);
+    if (running)
+        *running = p.running;
     return page_close(&p, rc, out, err);
 }
 
@@ -478,8 +491,9 @@ static int run_item(struct vg_store *store, const struct vg_record *r, struct vg
     return 0;
 }
 
-vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
-                                const char *cursor, int limit, char **out_json, vigil_error *err)
+vigil_code vg_journal_runs_page(struct vg_store *store, const char *agent_id, const char *status,
+                                const char *cursor, int limit, char **out_json, int *running,
+                                vigil_error *err)
 {
     enum vg_run_status st;
     vg_alloc_install_json();
@@ -493,7 +507,14 @@ vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, co
      * instead of sorting all runs. */
     if (!agent_id && !status)
         q.k2 = "";
-    return run_page(store, &q, cursor, limit, vg_store_scan_stored, run_item, out_json, err);
+    return run_page(store, &q, cursor, limit, vg_store_scan_stored, run_item, out_json, running,
+                    err);
+}
+
+vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
+                                const char *cursor, int limit, char **out_json, vigil_error *err)
+{
+    return vg_journal_runs_page(store, agent_id, status, cursor, limit, out_json, NULL, err);
 }
 
 struct got {
@@ -711,7 +732,7 @@ vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, c
         return rc;
     struct vg_query q = {
         .kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id, .k2 = "message"};
-    rc = run_page(store, &q, cursor, limit, vg_store_scan, message_item, out_json, err);
+    rc = run_page(store, &q, cursor, limit, vg_store_scan, message_item, out_json, NULL, err);
     json_decref(b);
     return rc;
 }
@@ -938,18 +959,48 @@ static vigil_code follow_calls(struct vg_store *s, struct vg_query *q, int64_t a
     return calls_page(s, q, p, err);
 }
 
+struct owner_of {
+    char id[201];
+    int found;
+};
+
+static int owner_cb(void *user, const struct vg_record *r)
+{
+    struct owner_of *o = user;
+    size_t n = r->owner ? strlen(r->owner) : 0;
+    o->found = n > 0 && n < sizeof o->id;
+    if (o->found)
+        memcpy(o->id, r->owner, n + 1);
+    return 0;
+}
+
+/* The run's owner (its agent) from its record's column: a run's record is read on every look
+ * of a follower (the event poller, a few a turn), and decoding its body for the owner alone was
+ * about 100,000 instructions a look (docs/internals/PERF.md, session 38). Missing, not a run,
+ * and an invalid id answer as get_body does. */
+static vigil_code run_owner(struct vg_store *s, const char *run_id, struct owner_of *o,
+                            vigil_error *err)
+{
+    if (!run_id || !*run_id || strlen(run_id) > 200)
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid run id");
+    vigil_code rc = vg_store_get(s, RUN_KIND, run_id, owner_cb, o, err);
+    if (rc == VIGIL_ENOTFOUND || (!rc && !o->found))
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "run \"%.60s\" not found", run_id);
+    return rc;
+}
+
 vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, const int64_t after[2],
                                  int limit, char **out_json, vigil_error *err)
 {
-    json_t *b = NULL;
+    struct owner_of who = {0};
     struct page m, t;
     vg_alloc_install_json();
     vigil_code rc = limit_check(&limit, err);
     if (!rc)
-        rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
+        rc = run_owner(store, run_id, &who, err);
     if (rc)
         return rc;
-    const char *owner = vg_jstr(b, "agent_id");
+    const char *owner = who.id;
     struct vg_query qm = {.kind = JOURNAL_KIND, .owner = owner, .k1 = run_id, .k2 = "message"};
     struct vg_query qt = {.kind = TOOL_KIND, .owner = owner, .k1 = run_id};
     page_init(&m, store, limit, message_item);
@@ -970,7 +1021,6 @@ vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, con
     }
     vg_buf_release(&m.text);
     vg_buf_release(&t.text);
-    json_decref(b);
     return rc;
 }
 

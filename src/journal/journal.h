@@ -341,6 +341,11 @@ vigil_code vg_journal_import(struct vg_store *store, const char *folder, const c
  * any / first page; limit 1..1000 (0: 50). */
 vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
                                 const char *cursor, int limit, char **out_json, vigil_error *err);
+/* The same, and *running (may be NULL) the page's runs stored as running: their k1, the status
+ * the listing filters by, so a caller knows without reading the text. */
+vigil_code vg_journal_runs_page(struct vg_store *store, const char *agent_id, const char *status,
+                                const char *cursor, int limit, char **out_json, int *running,
+                                vigil_error *err);
 /* The run id of what names a run: its run id, its run key or a unique start of one (8+
  * characters; the newest run of that key). ENOTFOUND naming the whole argument when nothing
  * matches, EINVAL when the start fits several keys. */
