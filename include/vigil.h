@@ -609,7 +609,9 @@ VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id,
  * Rebuild a run from its journal records alone: {"projection":{lifecycle, attention,
  * activity, current_input_request_id, latest_activity, timeline, ...},
  * "processed_message_ids":[...], "processed_observation_ids":[...], "timeline":[...],
- * "record_count":N, "stored_projection_found":bool, "stored_projection_matches":bool}. The
+ * "record_count":N, "stored_projection_found":bool, "stored_projection_matches":bool}, and
+ * when a stored projection does not match, "differences": [{field, stored, replayed}] (each
+ * field whose values part; null on a side without the field). The
  * projection is canonical JSON: the same records always give the same bytes. Errors:
  * ENOTFOUND, EINVAL (a record fails validation: the message names it).
  */
