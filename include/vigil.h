@@ -1117,6 +1117,22 @@ VIGIL_API vigil_code vigil_daemon_prune_stale(vigil_runtime *rt, int *removed, v
 VIGIL_API vigil_code vigil_status(vigil_runtime *rt, char **out_json, vigil_error *err);
 
 /*
+ * Service levels (docs/operations.md, "Service levels"), measured from the run records of the
+ * last window_ms (> 0) of the runtime's clock, of one agent or (agent_id NULL) all: {agent_id,
+ * since, window_ms, figures: {runs: {started, ended, completed, failed, interrupted, crashed,
+ * canceled, unfinished}, tool_calls: {total, in_doubt}, latency_ms: {p50, p95, max},
+ * cost_usd: {total, per_run}}, objectives: [{name, unit, target, actual, met}]}. The objectives
+ * are success_rate (completed among the runs that ended; canceled ones are a person's choice
+ * and left out), side_effect_correctness (the tool calls whose effect is known: not in doubt),
+ * latency_p95 (ms a run took, start to end) and, when the config sets a target, cost_per_run;
+ * targets from the config file's `slo` section (defaults 0.95, 1.0, 60000 ms). actual and met
+ * are null when the window has nothing to measure. *out_json is owned. Errors: EINVAL,
+ * ENOTFOUND (no such agent), the config file's error.
+ */
+VIGIL_API vigil_code vigil_slo(vigil_runtime *rt, const char *agent_id, int64_t window_ms,
+                               char **out_json, vigil_error *err);
+
+/*
  * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],
  * "where":["category=gym",...], "linked_to":"ID", "id":"ID"}. Any token matches; every
  * "require" token must also be in the batch; "where" and "linked_to" must hold for one changed
