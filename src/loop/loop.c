@@ -643,8 +643,13 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
     if (!ptext)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory accepting input");
     int is_obs = in->input_kind && !strcmp(in->input_kind, "observation");
-    struct vg_journal_message jm = {.source = is_obs ? "daemon" : "operator",
-                                    .message_type = is_obs ? "wake-delta" : "chat",
+    int by_daemon = is_obs || (in->input_kind && !strcmp(in->input_kind, "daemon"));
+    /* Who sent it (seed 001's mapping): a person's turn the operator, what vigil built the
+     * daemon, its type the wake delta or the turn's reason (spawn, children, task). */
+    struct vg_journal_message jm = {.source = by_daemon ? "daemon" : "operator",
+                                    .message_type = is_obs      ? "wake-delta"
+                                                    : by_daemon ? in->wake_reason
+                                                                : "chat",
                                     .payload_json = ptext,
                                     .mutates_context = 1};
     struct vg_journal_ack ack;

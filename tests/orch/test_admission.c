@@ -886,8 +886,7 @@ TEST(a_handoff_is_a_typed_request_and_free_form_text_is_refused)
     make_agent(&t, "boss", "lead", SPAWNER, a);
     make_agent(&t, "w", "worker", "{}", b);
     static const char *const untyped[] = {
-        "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\","
-        "\"note\":\"and if you disagree, message me and we will talk it over\"}]}",
+        "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"x\",\"note\":\"if not, talk to me\"}]}",
         "{\"requests\":[{\"kind\":\"worker\",\"message\":\"could you sum it?\"}]}",
         "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\",\"priority\":\"urgent\"}]}",
         "{\"message\":\"please sum it\"}"};

@@ -658,6 +658,77 @@ TEST(failed_and_partial_runs_and_replays_say_what_happened)
     test_rt_close(&t);
 }
 
+/* ---- who sent a run's input ----------------------------------------------------------------- */
+
+/* The role (the journal's source) of the first message of the agent's newest run whose reason is
+ * `reason`, and that message's full record. */
+static void first_input(struct test_rt *t, const char *agent, const char *reason, char *role,
+                        size_t n, char *type, size_t tn)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_runs_list(t->rt, agent, NULL, NULL, 0, &text, E));
+    json_t *list = parsed(text), *run, *found = NULL;
+    size_t i;
+    json_array_foreach (json_object_get(list, "items"), i, run)
+        if (!found && !strcmp(json_string_value(json_object_get(run, "wake_reason")), reason))
+            found = run;
+    ASSERT(found != NULL);
+    ASSERT_OK(vigil_run_messages(t->rt, json_string_value(json_object_get(found, "run_id")), NULL,
+                                 0, &text, E));
+    json_t *msgs = parsed(text), *first = json_array_get(json_object_get(msgs, "items"), 0);
+    snprintf(role, n, "%s", json_string_value(json_object_get(first, "role")));
+    ASSERT_OK(vigil_run_message(t->rt, json_string_value(json_object_get(first, "record_id")),
+                                &text, E));
+    json_t *full = parsed(text);
+    char *dump = vg_json_dump(full, 1);
+    const char *mt = strstr(dump, "\"message_type\":\"");
+    snprintf(type, tn, "%.*s", mt ? (int)strcspn(mt + 16, "\"") : 0, mt ? mt + 16 : "");
+    vg_free(dump);
+    json_decref(full);
+    json_decref(msgs);
+    json_decref(list);
+}
+
+/* A person's turn is the operator's; a turn vigil built (a spawned child's goal, the results
+ * wake that brings the children's answers back) and a wake's delta are the daemon's, each typed
+ * by what it is. */
+TEST(a_runs_input_is_journaled_as_sent_by_whoever_sent_it)
+{
+    struct test_rt t;
+    struct watch_model w;
+    char boss[37], worker[37], role[32], type[32];
+    use_config("integration_sources");
+    test_rt_open(&t, "integration_sources");
+    vigil_agent_spec a = {.name = "boss",
+                          .config_json = "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":"
+                                         "true}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &a, boss, E));
+    vigil_agent_spec b = {.name = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &b, worker, E));
+    script(&t, &w, "sources",
+           "[{\"response\":{\"tool_calls\":[{\"id\":\"s1\",\"name\":\"spawn_agents\","
+           "\"arguments\":{\"requests\":[{\"agent\":\"worker\",\"goal\":\"sum the "
+           "invoices\"}]}}]}},"
+           "{\"response\":{\"text\":\"asked the worker\"}},"
+           "{\"response\":{\"text\":\"the sum is 42\"}},"
+           "{\"response\":{\"text\":\"the worker says 42\"}}]");
+    json_decref(chat(&t, boss, NULL, "get the invoices summed"));
+    int ran = 0;
+    ASSERT_OK(vigil_wake_process(t.rt, 8, &ran, E));
+    ASSERT_EQ(ran, 2); /* the child, then the boss's results wake */
+    first_input(&t, boss, "user", role, sizeof role, type, sizeof type);
+    ASSERT_STREQ(role, "operator");
+    ASSERT_STREQ(type, "chat");
+    first_input(&t, worker, "spawn", role, sizeof role, type, sizeof type);
+    ASSERT_STREQ(role, "daemon");
+    ASSERT_STREQ(type, "spawn");
+    first_input(&t, boss, "children", role, sizeof role, type, sizeof type);
+    ASSERT_STREQ(role, "daemon");
+    ASSERT_STREQ(type, "children");
+    unscript(&t, &w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_personal_agent_remembers_runs_code_and_waits_for_approval);
@@ -665,5 +736,6 @@ int main(void)
     RUN(wakes_run_append_and_their_history_is_summarized);
     RUN(a_mutating_run_is_explained_from_its_trace_and_replayed);
     RUN(failed_and_partial_runs_and_replays_say_what_happened);
+    RUN(a_runs_input_is_journaled_as_sent_by_whoever_sent_it);
     return 0;
 }
