@@ -677,8 +677,8 @@ static void first_input(struct test_rt *t, const char *agent, const char *reason
                                  0, &text, E));
     json_t *msgs = parsed(text), *first = json_array_get(json_object_get(msgs, "items"), 0);
     snprintf(role, n, "%s", json_string_value(json_object_get(first, "role")));
-    ASSERT_OK(vigil_run_message(t->rt, json_string_value(json_object_get(first, "record_id")),
-                                &text, E));
+    ASSERT_OK(
+        vigil_run_message(t->rt, json_string_value(json_object_get(first, "record_id")), &text, E));
     json_t *full = parsed(text);
     char *dump = vg_json_dump(full, 1);
     const char *mt = strstr(dump, "\"message_type\":\"");
