@@ -219,7 +219,8 @@ vigil_code vigil_slo(vigil_runtime *rt, const char *agent_id, int64_t window_ms,
         rc = read_in_doubt(rt, agent_id, &w, err);
     json_t *o = NULL;
     if (!rc) {
-        qsort(w.durations, w.n, sizeof *w.durations, by_value);
+        if (w.n) /* qsort's array may not be NULL, even empty */
+            qsort(w.durations, w.n, sizeof *w.durations, by_value);
         char since[32];
         vg_time_format_ms(since, w.since);
         o = json_pack("{s:s?, s:s, s:I, s:o, s:o}", "agent_id", agent_id, "since", since,
