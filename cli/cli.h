@@ -143,6 +143,7 @@ int cmd_notify(struct cli *c, int argc, char **argv);
 int cmd_wakes(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_status(struct cli *c, int argc, char **argv); /* cli/cmd-status.c */
+int cmd_slo(struct cli *c, int argc, char **argv);    /* cli/cmd-slo.c */
 int cmd_token(struct cli *c, int argc, char **argv);
 int cmd_eval(struct cli *c, int argc, char **argv);   /* cli/cmd-eval.c */
 int cmd_report(struct cli *c, int argc, char **argv); /* cli/cmd-report.c */

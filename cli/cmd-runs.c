@@ -387,6 +387,25 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* Each field where the stored projection and the replay part, both values cut to a line. */
+static void print_differences(json_t *diffs)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach (diffs, i, d) {
+        char *a = json_object_get(d, "stored")
+                      ? vg_json_dumps(json_object_get(d, "stored"), JSON_COMPACT | JSON_ENCODE_ANY)
+                      : NULL;
+        char *b = json_object_get(d, "replayed") ? vg_json_dumps(json_object_get(d, "replayed"),
+                                                                 JSON_COMPACT | JSON_ENCODE_ANY)
+                                                 : NULL;
+        printf("  %s: stored %.120s, replayed %.120s\n", str(d, "field"), a ? a : "(none)",
+               b ? b : "(none)");
+        vigil_free(a);
+        vigil_free(b);
+    }
+}
+
 int cmd_replay(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--json", NULL};
@@ -434,6 +453,7 @@ int cmd_replay(struct cli *c, int argc, char **argv)
                    num(pruned, "records"));
         printf("stored projection: %s\n",
                match ? "matches the replay" : "DIFFERS from the replay (or is missing)");
+        print_differences(json_object_get(v, "differences"));
     }
     json_decref(v);
     if (!match) {

@@ -43,6 +43,7 @@ static const struct cli_command commands[] = {
     {"wakes", cmd_wakes, "the wake-run log: queued, started, completed, skipped, failed"},
     {"status", cmd_status,
      "the store and its daemons, the queue, what waits for a person, what needs attention"},
+    {"slo", cmd_slo, "service levels of recent runs: success, side effects, latency, cost"},
     {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
     {"eval", cmd_eval, "run golden and adversarial scenarios against fake tools; a scorecard"},
     {"sync", cmd_sync, "sync this store with another device's store, both ways"},

@@ -610,7 +610,9 @@ VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id,
  * Rebuild a run from its journal records alone: {"projection":{lifecycle, attention,
  * activity, current_input_request_id, latest_activity, timeline, ...},
  * "processed_message_ids":[...], "processed_observation_ids":[...], "timeline":[...],
- * "record_count":N, "stored_projection_found":bool, "stored_projection_matches":bool}. The
+ * "record_count":N, "stored_projection_found":bool, "stored_projection_matches":bool}, and
+ * when a stored projection does not match, "differences": [{field, stored, replayed}] (each
+ * field whose values part; null on a side without the field). The
  * projection is canonical JSON: the same records always give the same bytes. Errors:
  * ENOTFOUND, EINVAL (a record fails validation: the message names it).
  */
@@ -1114,6 +1116,22 @@ VIGIL_API vigil_code vigil_daemon_prune_stale(vigil_runtime *rt, int *removed, v
  * what to do; empty when all is well]}. Reads only. Errors: store errors, ENOMEM.
  */
 VIGIL_API vigil_code vigil_status(vigil_runtime *rt, char **out_json, vigil_error *err);
+
+/*
+ * Service levels (docs/operations.md, "Service levels"), measured from the run records of the
+ * last window_ms (> 0) of the runtime's clock, of one agent or (agent_id NULL) all: {agent_id,
+ * since, window_ms, figures: {runs: {started, ended, completed, failed, interrupted, crashed,
+ * canceled, unfinished}, tool_calls: {total, in_doubt}, latency_ms: {p50, p95, max},
+ * cost_usd: {total, per_run}}, objectives: [{name, unit, target, actual, met}]}. The objectives
+ * are success_rate (completed among the runs that ended; canceled ones are a person's choice
+ * and left out), side_effect_correctness (the tool calls whose effect is known: not in doubt),
+ * latency_p95 (ms a run took, start to end) and, when the config sets a target, cost_per_run;
+ * targets from the config file's `slo` section (defaults 0.95, 1.0, 60000 ms). actual and met
+ * are null when the window has nothing to measure. *out_json is owned. Errors: EINVAL,
+ * ENOTFOUND (no such agent), the config file's error.
+ */
+VIGIL_API vigil_code vigil_slo(vigil_runtime *rt, const char *agent_id, int64_t window_ms,
+                               char **out_json, vigil_error *err);
 
 /*
  * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The include check of issue 27: every #include "X/..." from a file of one module (src/<module>/
-# or cli/) of another module's header must follow an edge of scripts/layers.txt [allowed]; any
-# other fails the check (exit 1, naming file:line and the include). There are no tolerated
-# exceptions: tests/cli/test_repo_checks.sh shows a forbidden include failing it.
+# or cli/) of another module's header must follow an edge of scripts/layers.txt [allowed], and
+# one of another module's adapter (a header in a subfolder, "X/sub/...") is for the modules of
+# [adapters] alone; any other fails the check (exit 1, naming file:line and the include). There
+# are no tolerated exceptions: tests/cli/test_repo_checks.sh shows a forbidden include failing it.
 # Usage: scripts/layers.sh           check src/ and cli/
 #        scripts/layers.sh --picture print the layers drawn from [allowed] (for ARCHITECTURE.md)
 set -euo pipefail
@@ -17,6 +18,8 @@ section() {
 }
 allowed=$(section allowed)
 [ -n "$allowed" ] || { echo "error: $list has no [allowed] section" >&2; exit 2; }
+# The modules that may include another module's adapters (its subfolders): the composition root.
+wirers=$(section adapters | tr '\n' ' ')
 
 if [ "${1:-}" = --picture ]; then
   # A module's layer: one above the highest module it may include (base: 0).
@@ -71,8 +74,11 @@ edges=$(
 # One awk over all of them (a process per include made the check slow on a busy machine).
 status=0
 modules=$(cd src && ls -d -- */ | tr -d /)
-awk -v list="$list" -v modules="$modules" '
-  BEGIN { n = split(modules, m, /[ \n]+/); for (i = 1; i <= n; i++) is_module[m[i]] = 1 }
+awk -v list="$list" -v modules="$modules" -v wirers="$wirers" '
+  BEGIN {
+    n = split(modules, m, /[ \n]+/); for (i = 1; i <= n; i++) is_module[m[i]] = 1
+    n = split(wirers, m, /[ \n]+/); for (i = 1; i <= n; i++) if (m[i] != "") wires[m[i]] = 1
+  }
   FNR == NR { for (i = 2; i <= NF; i++) ok[$1 " " $i] = 1; next }
   NF {
     from = $1; header = $2; where = $3; to = header; sub(/\/.*/, "", to)
@@ -82,6 +88,10 @@ awk -v list="$list" -v modules="$modules" '
     } else if (!((from " " to) in ok)) {
       printf "error: %s: %s must not include \"%s\": %s -> %s is not an allowed edge of %s\n",
         where, from, header, from, to, list > "/dev/stderr"
+      bad = 1
+    } else if (header ~ /^[a-z_]+\/[a-z_]+\// && !(from in wires)) {
+      printf "error: %s: %s must not include \"%s\": an adapter of %s; only the modules of %s [adapters] wire adapters, the others see ports alone\n",
+        where, from, header, to, list > "/dev/stderr"
       bad = 1
     }
   }

@@ -45,9 +45,10 @@ static const struct {
 /* Known keys and their types, checked on load. 's' string, 'i' integer, 'n' number,
  * 'b' boolean, 'o' object, 'a' array, 'z' a size (an integer or a string: retention.c reads it).
  * Any other key at the top level, or inside one of the sections listed with their keys here (model,
- * embed, agent, sandbox, dispatch), is refused: a misspelled key would otherwise leave its setting
- * at the default without a word. The insides of the other objects (mcp_servers, command_tools,
- * model.prices, sandbox.limits, sandbox.fetch) are checked by the modules that read them. */
+ * embed, agent, sandbox, dispatch, retention, todo, slo), is refused: a misspelled key would
+ * otherwise leave its setting at the default without a word. The insides of the other objects
+ * (mcp_servers, command_tools, model.prices, sandbox.limits, sandbox.fetch) are checked by the
+ * modules that read them. */
 static const struct {
     const char *key;
     char type;
@@ -108,6 +109,11 @@ static const struct {
     {"retention.interval", 's'},
     {"todo", 'o'}, /* read by the command (cli/cmd-todo.c; docs/todo.md) */
     {"todo.path", 's'},
+    {"slo", 'o'}, /* read by src/runtime/slo_api.c (docs/operations.md, "Service levels") */
+    {"slo.success_rate", 'n'},
+    {"slo.side_effect_correctness", 'n'},
+    {"slo.latency_p95_ms", 'i'},
+    {"slo.cost_per_run_usd", 'n'},
 };
 
 /* The sections whose every key is listed in known[]. */
@@ -117,7 +123,8 @@ static const char *const closed_sections[][2] = {{"model", "docs/models.md"},
                                                  {"sandbox", "docs/sandbox.md"},
                                                  {"dispatch", "docs/orchestration.md"},
                                                  {"retention", "docs/storage.md"},
-                                                 {"todo", "docs/todo.md"}};
+                                                 {"todo", "docs/todo.md"},
+                                                 {"slo", "docs/operations.md"}};
 
 /* Keys that would hold a secret: refused in the file. */
 static const char *secret_keys[] = {"model.api_key", "model.key", "embed.api_key", "embed.key",

@@ -265,6 +265,44 @@ static int same_projection(const char *stored, const char *mine, const json_t *p
     return same;
 }
 
+/* Where the stored projection and the replayed one part: one {field, stored, replayed} per
+ * field whose values differ (a field one side lacks is null there), in the replay's field
+ * order, then the stored projection's other fields. With the trace pruned only the state fields
+ * state_matches compares are looked at. An operator reads what to look into, not just "differs".
+ * NULL on out of memory. */
+static json_t *differences(const char *stored, const json_t *proj, int pruned)
+{
+    static const char *const state_fields[] = {"lifecycle", "attention",
+                                               "current_input_request_id"};
+    json_t *s = stored ? vg_jload(stored, strlen(stored), 0, NULL) : NULL;
+    json_t *out = json_array(), *fields = json_array(), *v;
+    const char *key;
+    if (pruned) {
+        for (size_t i = 0; i < VG_ARRAY_LEN(state_fields); i++)
+            json_array_append_new(fields, json_string(state_fields[i]));
+    } else {
+        json_object_foreach ((json_t *)proj, key, v)
+            json_array_append_new(fields, json_string(key));
+        json_object_foreach (s, key, v)
+            if (!json_object_get(proj, key))
+                json_array_append_new(fields, json_string(key));
+    }
+    size_t i;
+    json_array_foreach (fields, i, v) {
+        const char *f = json_string_value(v);
+        json_t *a = json_object_get(s, f), *b = json_object_get(proj, f);
+        if (out && f && !(a == b || (a && b && json_equal(a, b))) &&
+            json_array_append_new(
+                out, json_pack("{s:s, s:O?, s:O?}", "field", f, "stored", a, "replayed", b))) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    json_decref(fields);
+    json_decref(s);
+    return out;
+}
+
 vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **out_json,
                              vigil_error *err)
 {
@@ -289,6 +327,12 @@ vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **
                   f.full_messages, "processed_observation_ids", f.full_observations, "timeline",
                   f.full_timeline, "record_count", (json_int_t)count, "stored_projection_found",
                   stored != NULL, "stored_projection_matches", match);
+    /* A stored projection that differs names its differences; none stored says just that. */
+    if (o && stored && !match &&
+        json_object_set_new(o, "differences", differences(stored, f.proj, pruned_at != 0))) {
+        json_decref(o);
+        o = NULL;
+    }
     if (o && pruned_at)
         json_object_set_new(o, "trace_pruned",
                             json_pack("{s:I,s:I}", "at_ms", (json_int_t)pruned_at, "records",

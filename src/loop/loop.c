@@ -49,7 +49,9 @@ void vg_loop_result_release(struct vg_loop_result *r)
     r->final_text = NULL;
 }
 
-static void limits_default(struct vg_loop_limits *l)
+/* The limits a run leaves at 0 take the defaults; its tool rounds the config file's
+ * agent.max_tool_rounds (docs/models.md), else 20. */
+static void limits_default(struct vg_loop_limits *l, const struct vg_config *config)
 {
     /* max_steps 0 stays 0: no step limit (a top-level agent's default, seed 002 D5); the tool
      * rounds, the timeout, the budgets and total_steps_cap still end a run. */
@@ -57,8 +59,10 @@ static void limits_default(struct vg_loop_limits *l)
         l->max_steps = 0;
     if (l->hard_extra_steps <= 0)
         l->hard_extra_steps = 1;
-    if (l->max_tool_rounds <= 0)
-        l->max_tool_rounds = 20;
+    if (l->max_tool_rounds <= 0) {
+        int64_t rounds = config ? vg_config_get_int(config, "agent.max_tool_rounds", 20) : 20;
+        l->max_tool_rounds = rounds > 0 && rounds <= 100000 ? (int)rounds : 20;
+    }
     if (l->timeout_ms <= 0)
         l->timeout_ms = VG_LOOP_TIMEOUT_MS;
     if (l->grace_ms <= 0)
@@ -639,8 +643,13 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
     if (!ptext)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory accepting input");
     int is_obs = in->input_kind && !strcmp(in->input_kind, "observation");
-    struct vg_journal_message jm = {.source = is_obs ? "daemon" : "operator",
-                                    .message_type = is_obs ? "wake-delta" : "chat",
+    int by_daemon = is_obs || (in->input_kind && !strcmp(in->input_kind, "daemon"));
+    /* Who sent it (seed 001's mapping): a person's turn the operator, what vigil built the
+     * daemon, its type the wake delta or the turn's reason (spawn, children, task). */
+    struct vg_journal_message jm = {.source = by_daemon ? "daemon" : "operator",
+                                    .message_type = is_obs      ? "wake-delta"
+                                                    : by_daemon ? in->wake_reason
+                                                                : "chat",
                                     .payload_json = ptext,
                                     .mutates_context = 1};
     struct vg_journal_ack ack;
@@ -1872,7 +1881,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                            .lc_seen = VIGIL_LIFECYCLE_ACTIVE,
                            .final_status = VG_RUN_COMPLETED};
     memset(out, 0, sizeof *out);
-    limits_default(&rs.in.limits);
+    limits_default(&rs.in.limits, rs.in.config);
     vg_window_init(&rs.window, 0);
     if (!rs.in.agent_id || !rs.in.thread_id || !rs.in.run_key || !rs.in.wake_reason || !rs.in.model)
         return VG_FAIL(err, VIGIL_EINVAL,

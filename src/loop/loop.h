@@ -194,9 +194,12 @@ struct vg_loop_input {
     /* Optional: what the run's operation ids derive from instead of run_key (a failed run's
      * retry: the first attempt's key, so its effects are answered from their records). */
     const char *operation_key;
-    const char *wake_reason;   /* required: "user", "timer", "subscription", "manual", ... */
-    const char *input;         /* the new input (user text or the wake delta); may be NULL */
-    const char *input_kind;    /* message kind for the input: "user" (default) or "observation" */
+    const char *wake_reason; /* required: "user", "timer", "subscription", "manual", ... */
+    const char *input;       /* the new input (user text or the wake delta); may be NULL */
+    /* The input's kind and who wrote it: "user" (default: a person's words), "daemon" (a turn
+     * vigil built: a spawned child's goal, its children's results, a task; the model reads it
+     * as a user message, the journal says the daemon sent it) or "observation" (a wake delta) */
+    const char *input_kind;
     const char *parent_run_id; /* optional */
     struct vg_model *model;    /* borrowed */
     const char *model_name;    /* optional: this run's model name (a re-run's override), over the

@@ -231,6 +231,19 @@ static const char *run_reason(const struct vg_wake_job *job, int user)
     return vg_wake_reason_is_turn(job->original_reason) ? job->original_reason : "user";
 }
 
+/* Whether a turn's input is one vigil built rather than a person's words: a spawned child's
+ * goal (spawn), its children's results (children), a task's (task). A person's turn, a re-run's
+ * or a resume's prompt (rerun, resume) is the operator's. */
+static int built_by_daemon(const struct vg_wake_job *job, int user)
+{
+    static const char *const built[] = {"spawn", "children", "task"};
+    const char *reason = run_reason(job, user);
+    for (size_t i = 0; reason && i < VG_ARRAY_LEN(built); i++)
+        if (!strcmp(reason, built[i]))
+            return 1;
+    return 0;
+}
+
 /* A model provider's refusal that waiting does not mend: its key (EAUTH, EDENIED), the model's
  * name or the request (EINVAL, ENOTFOUND); models.md lists them as not retried. A retry as a
  * recovery wake would fail the same way until the agent turned dormant (trial F22). */
@@ -305,7 +318,9 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                .operation_key = job->operation_key[0] ? job->operation_key : NULL,
                                .wake_reason = run_reason(job, user),
                                .input = recorded ? NULL : input,
-                               .input_kind = user ? "user" : "observation",
+                               .input_kind = !user                        ? "observation"
+                                             : built_by_daemon(job, user) ? "daemon"
+                                                                          : "user",
                                .model = rt->model,
                                .model_name = vg_run_override_model(job->meta),
                                .config = rt->config,

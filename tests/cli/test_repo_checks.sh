@@ -89,6 +89,22 @@ for edge in "todo/db.c agent/agent.h" "todo/ops.c store/store.h" "todo/tools.c m
   has "$OUT" "$from must not include \"$2\""
   cp "$src/src/$1" "$l/src/$1"
 done
+# The agent loop sees ports alone: an include of an adapter (a header in a port module's
+# subfolder) fails the check in the loop, as in any module but the composition root, which
+# wires adapters to ports and stays free to. proves: S4-029
+for edge in "loop/loop.c model/openai/openai.h" "loop/window.c store/sqlite/gate.h" \
+  "memory/search.c model/scripted/scripted.h" "tool/executor.c store/pg/libpq.h"; do
+  set -- $edge
+  from=${1%%/*}
+  [ -f "$l/src/$1" ] && [ -f "$l/src/$2" ] || { echo "FAIL: layers adapters: $1 or $2 is not there"; fail_count; continue; }
+  echo "#include \"$2\"" >>"$l/src/$1"
+  check "layers, $from -> the adapter $2" 1 "$l/scripts/layers.sh"
+  has "$OUT" "$from must not include \"$2\": an adapter of ${2%%/*}"
+  cp "$src/src/$1" "$l/src/$1"
+done
+echo '#include "model/openai/openai.h"' >>"$l/src/runtime/runtime.c"
+check "layers, runtime wires an adapter" 0 "$l/scripts/layers.sh"
+cp "$src/src/runtime/runtime.c" "$l/src/runtime/runtime.c"
 check "layers, the tree restored" 0 "$l/scripts/layers.sh"
 # The picture is drawn from the list: base at the bottom, runtime at the top.
 check "layers, picture" 0 "$l/scripts/layers.sh" --picture

@@ -318,6 +318,51 @@ TEST(independent_of_live_state)
     fx_close(&f);
 }
 
+/* A stored projection that the replay does not give is named field by field, so an operator
+ * sees where the live run's saved state parts from its journal; a matching one names none. */
+TEST(a_differing_projection_names_its_fields)
+{
+    struct fx f;
+    fx_open(&f, "jr_differences", 45);
+    char id[37];
+    snprintf(id, sizeof id, "%s", build_run(&f, 2));
+    char *full = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, id, &full, E));
+    ASSERT(!strstr(full, "\"differences\""));
+    vg_free(full);
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(f.store, "run_projection", id, &r, E));
+    r->body = "{\"lifecycle\":\"running\",\"left_over\":1}";
+    ASSERT_OK(vg_store_update(f.store, r, r->rev, E));
+    vg_free(r);
+    ASSERT_OK(vg_journal_replay(f.store, id, &full, E));
+    json_t *v = json_loads(full, 0, NULL);
+    vg_free(full);
+    ASSERT(json_is_false(json_object_get(v, "stored_projection_matches")));
+    json_t *diffs = json_object_get(v, "differences"), *d;
+    json_t *proj = json_object_get(v, "projection");
+    size_t i, seen = 0;
+    json_array_foreach (diffs, i, d) {
+        const char *field = json_string_value(json_object_get(d, "field"));
+        if (!strcmp(field, "lifecycle")) {
+            ASSERT_STREQ(json_string_value(json_object_get(d, "stored")), "running");
+            ASSERT_STREQ(json_string_value(json_object_get(d, "replayed")),
+                         json_string_value(json_object_get(proj, "lifecycle")));
+            seen |= 1;
+        } else if (!strcmp(field, "left_over")) {
+            ASSERT(json_is_null(json_object_get(d, "replayed")));
+            seen |= 2;
+        } else {
+            ASSERT(json_is_null(json_object_get(d, "stored"))); /* only the replay has it */
+            ASSERT(json_object_get(proj, field) != NULL);
+        }
+    }
+    ASSERT_EQ(seen, 3);
+    ASSERT_EQ(json_array_size(diffs), json_object_size(proj) + 1); /* every field, and left_over */
+    json_decref(v);
+    fx_close(&f);
+}
+
 static int first_of_type_cb(void *user, const struct vg_record *r)
 {
     char **out = user;
@@ -657,6 +702,7 @@ int main(void)
     RUN(signals_project_through_their_registry_row);
     RUN(pruning_keeps_replay);
     RUN(independent_of_live_state);
+    RUN(a_differing_projection_names_its_fields);
     RUN(damaged_journal_refused);
     RUN(a_run_stored_in_the_full_form_replays);
     RUN(a_projection_stored_with_long_reals_still_matches);

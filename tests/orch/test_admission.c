@@ -873,6 +873,55 @@ TEST(only_a_parent_with_a_cooldown_reads_when_it_last_spawned)
     test_rt_close(&t);
 }
 
+/* A handoff between agents is a typed request, never free-form: a request that carries anything
+ * outside the spawn request's shape (a note to negotiate with), or lacks its goal, refuses the
+ * whole call before any child is admitted; a typed one reaches the child as its input (the goal,
+ * then its references) and stays in the lineage as the request it was, field for field. */
+/* proves: S0-141 */
+TEST(a_handoff_is_a_typed_request_and_free_form_text_is_refused)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    test_rt_open(&t, "orch_typed_handoff");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{}", b);
+    static const char *const untyped[] = {
+        "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"x\",\"note\":\"if not, talk to me\"}]}",
+        "{\"requests\":[{\"kind\":\"worker\",\"message\":\"could you sum it?\"}]}",
+        "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\",\"priority\":\"urgent\"}]}",
+        "{\"message\":\"please sum it\"}"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(untyped); i++) {
+        json_t *v = call(&t, a, "run-untyped", "spawn_agents", untyped[i]);
+        ASSERT_STREQ(field(v, "error_code"), "invalid_arguments");
+        json_decref(v);
+    }
+    ASSERT_EQ(count(&t, "wake_run", NULL), 0);
+    ASSERT_EQ(count(&t, "spawn_child", NULL), 0);
+    json_t *v = call(&t, a, "run-typed", "spawn_agents",
+                     "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum the March invoices\","
+                     "\"input_refs\":[\"invoice:2026-03\"],\"priority\":3,"
+                     "\"risk_tier\":\"low\",\"max_steps\":5}]}");
+    ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+    json_t *run = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", field(child(v, 0), "run_key"), &run, NULL, E));
+    ASSERT_CONTAINS(field(run, "seed_input"), "sum the March invoices");
+    ASSERT_CONTAINS(field(run, "seed_input"), "invoice:2026-03");
+    json_decref(run);
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_tree(t.rt, a, &text, E));
+    json_t *tree = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *req = json_object_get(json_array_get(json_object_get(tree, "children"), 0), "request");
+    ASSERT_STREQ(field(req, "goal"), "sum the March invoices");
+    ASSERT_EQ(json_integer_value(json_object_get(req, "priority")), 3);
+    ASSERT_STREQ(field(req, "risk_tier"), "low");
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(req, "input_refs"), 0)),
+                 "invoice:2026-03");
+    json_decref(tree);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -896,5 +945,6 @@ int main(void)
     RUN(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_their_records);
     RUN(a_spawn_calls_answer_text_says_what_its_tree_says_in_every_record);
     RUN(agents_kept_between_calls_follow_every_change_to_them);
+    RUN(a_handoff_is_a_typed_request_and_free_form_text_is_refused);
     return 0;
 }

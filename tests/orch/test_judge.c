@@ -229,6 +229,49 @@ TEST(a_failed_run_is_triaged_by_the_judge_before_its_retry)
     unsetenv("VIGIL_MODEL_CASSETTE");
 }
 
+/* With a judge configured, the rules still decide first: a task only one agent's tags fit, and
+ * a task the load settles, start without asking the model (no judgement recorded, selection by
+ * rule); only the tie after them asks it, and takes the answer the cassette had ready. */
+/* proves: S2-032 */
+TEST(the_judge_is_asked_only_when_the_rules_leave_a_tie)
+{
+    struct test_rt t;
+    char cpu[37], gpu[37], a[37], b[37], c[37], say[128];
+    test_rt_open(&t, "judge_rules_first");
+    agent(&t, "cpu", "{\"tags\": [\"cpu\"]}", cpu);
+    agent(&t, "gpu", "{\"tags\": [\"gpu\"]}", gpu);
+    snprintf(say, sizeof say, "%s", cpu);
+    const char *answers[] = {say};
+    cassette("judge_rules_first_cassette", answers, 1);
+    setenv("VIGIL_DISPATCH_JUDGE_MODEL", "cheap-model", 1);
+    test_rt_reopen(&t);
+    const char *want_gpu[] = {"gpu"};
+    tagged(&t, "a", want_gpu, 1, a); /* the tags leave one agent */
+    tagged(&t, "b", NULL, 0, b);     /* either, but gpu is busy with a: the load decides */
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 2);
+    json_t *ta = task_of(&t, a), *tb = task_of(&t, b);
+    ASSERT_STREQ(jstr(ta, "agent"), gpu);
+    ASSERT_STREQ(jstr(tb, "agent"), cpu);
+    ASSERT(json_object_get(ta, "judgement") == NULL);
+    ASSERT(json_object_get(tb, "judgement") == NULL);
+    ASSERT(strstr(jstr(ta, "selection"), "rule") != NULL);
+    ASSERT(strstr(jstr(tb, "selection"), "rule") != NULL);
+    json_decref(ta);
+    json_decref(tb);
+    /* both at load 1, no tag to tell them apart: now the judge is asked, and names cpu */
+    tagged(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 3, &started, E));
+    json_t *tc = task_of(&t, c);
+    ASSERT_STREQ(jstr(json_object_get(tc, "judgement"), "agent"), cpu);
+    ASSERT(strstr(jstr(tc, "selection"), "judge") != NULL);
+    json_decref(tc);
+    test_rt_close(&t);
+    unsetenv("VIGIL_DISPATCH_JUDGE_MODEL");
+    unsetenv("VIGIL_MODEL_CASSETTE");
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -238,5 +281,6 @@ int main(void)
     RUN(a_tie_goes_to_the_agent_the_judge_model_names_and_its_answer_is_recorded);
     RUN(a_failed_or_unusable_judgement_falls_back_to_the_rules);
     RUN(a_failed_run_is_triaged_by_the_judge_before_its_retry);
+    RUN(the_judge_is_asked_only_when_the_rules_leave_a_tie);
     return 0;
 }

@@ -114,7 +114,10 @@ static void check_order(struct test_rt *t, int cap)
     json_decref(running);
 }
 
-/* proves: S2-031 S2-034 S2-037 */
+/* With no judge model, the dispatcher's code alone does every mechanical step: it walks the
+ * DAG, keeps to its slots, dispatches, and follows each run to its end to start what it
+ * unblocks.
+ * proves: S2-030 S2-031 S2-034 S2-037 */
 TEST(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots)
 {
     enum { N = 1000, SLOTS = 3 };

@@ -288,11 +288,54 @@ TEST(a_halted_host_kills_a_running_command_tool)
     test_rt_close(&t);
 }
 
+/* Whether the store's files (the database and its log) hold these bytes anywhere. */
+static int store_holds(const char *store_path, const char *needle)
+{
+    static const char *const suffixes[] = {"", "-wal"};
+    int found = 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(suffixes) && !found; i++) {
+        char path[4300], *bytes = NULL;
+        size_t n = 0;
+        snprintf(path, sizeof path, "%s%s", store_path, suffixes[i]);
+        if (access(path, F_OK) != 0)
+            continue;
+        ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 30, &bytes, &n, E));
+        found = memmem(bytes, n, needle, strlen(needle)) != NULL;
+        vg_free(bytes);
+    }
+    return found;
+}
+
+/* What a command tool's process writes beside its reply (its stderr: progress, debugging) is its
+ * own raw output, not the run's record: the reply on stdout is journaled as the toolResult, the
+ * chatter on stderr nowhere in the store. proves: S1-049 */
+TEST(a_command_tools_raw_output_stays_out_of_the_journal)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    test_rt_open(&t, "tool_command_raw");
+    make_agent(&t, CFG, a);
+    reg(&t, "cmd_chatty",
+        "cat >/dev/null; i=0; while [ $i -lt 50 ]; do echo \"raw-progress-line-$i\" >&2; "
+        "i=$((i+1)); done; printf '{\"result\":{\"answer\":\"reply-marker-42\"}}'",
+        5000, 0);
+    expect(&t, a, "cmd_chatty", "{}", VG_TOOL_OK, NULL, &o);
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "answer")), "reply-marker-42");
+    vg_tool_outcome_release(&o);
+    char path[4200];
+    snprintf(path, sizeof path, "%s", t.path);
+    test_rt_close(&t);
+    ASSERT(store_holds(path, "reply-marker-42")); /* the journaled reply: the check can see */
+    ASSERT(!store_holds(path, "raw-progress-line"));
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* prove the executor never relies on SIGPIPE being ignored */
     RUN(command_tools_answer_and_misbehaving_ones_are_contained);
     RUN(a_command_tool_on_a_fiber_lets_the_other_fibers_run);
     RUN(a_halted_host_kills_a_running_command_tool);
+    RUN(a_command_tools_raw_output_stays_out_of_the_journal);
     return 0;
 }
