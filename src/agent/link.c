@@ -178,8 +178,8 @@ vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *fro
 vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
                           const char *from, const char *to, vigil_error *err)
 {
-    char id[VG_RECORD_ID_MAX], k1[512], k2[512], at[32], tomb[300];
-    json_t *body = NULL, *tb = NULL;
+    char id[VG_RECORD_ID_MAX], k1[512], k2[512], at[32];
+    json_t *body = NULL;
     int64_t rev = 0;
     vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
     if (rc)
@@ -197,22 +197,11 @@ vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *
         goto out;
     }
     rc = vg_env_update_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body, rev, err);
-    /* The tombstone names the link; an id near the length limit is named by its hash. */
-    if (snprintf(tomb, sizeof tomb, "link:%s", id) >= VG_RECORD_ID_MAX) {
-        char h[VG_SHA256_HEX_LEN + 1];
-        vg_sha256_hex(h, id, strlen(id));
-        snprintf(tomb, sizeof tomb, "link:%s", h);
-    }
-    tb = json_pack("{s:s, s:s, s:s}", "kind", "link", "id", id, "deleted_at", at);
-    if (!rc && !tb)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory removing a link");
-    if (!rc)
-        rc = vg_env_put_json(env, "tombstone", tomb, agent_id, "link", id, vg_env_now(env), tb,
-                             VG_PUT_IF_ABSENT, err);
+    if (!rc) /* written again when made anew and removed again, so it travels again */
+        rc = vg_tombstone_put(env, agent_id, "link", id, err);
 out:
     rc = vg_store_end(env->store, rc, err);
     json_decref(body);
-    json_decref(tb);
     return rc;
 }
 

@@ -100,34 +100,20 @@ out:
 vigil_code vg_source_ref_remove(struct vg_env *env, const char *agent_id, const char *type,
                                 const char *source_id, vigil_error *err)
 {
-    char id[VG_RECORD_ID_MAX], k2[SOURCE_TYPE_MAX + 202], at[32], tomb[VG_RECORD_ID_MAX + 16];
+    char id[VG_RECORD_ID_MAX], k2[SOURCE_TYPE_MAX + 202];
     vigil_error miss = {0};
     vigil_code rc = check_ref(type, source_id, err);
     if (rc)
         return rc;
     ref_keys(agent_id, type, source_id, id, k2);
-    vg_time_format_ms(at, vg_env_now(env));
-    json_t *tb = json_pack("{s:s, s:s, s:s}", "kind", "source_ref", "id", id, "deleted_at", at);
-    if (!tb)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory removing a source reference");
-    /* The tombstone names the reference; an id near the length limit is named by its hash. */
-    if (snprintf(tomb, sizeof tomb, "source_ref:%s", id) >= VG_RECORD_ID_MAX) {
-        char h[VG_SHA256_HEX_LEN + 1];
-        vg_sha256_hex(h, id, strlen(id));
-        snprintf(tomb, sizeof tomb, "source_ref:%s", h);
-    }
     if ((rc = vg_store_begin(env->store, err)))
-        goto out;
+        return rc;
     rc = vg_error_unless_missing(err, &miss, vg_store_remove(env->store, "source_ref", id, &miss));
     if (rc == VIGIL_ENOTFOUND) /* never there, or removed already: nothing to do */
         rc = VIGIL_OK;
-    else if (!rc)
-        rc = vg_env_put_json(env, "tombstone", tomb, agent_id, "source_ref", id, vg_env_now(env),
-                             tb, VG_PUT_IF_ABSENT, err);
-    rc = vg_store_end(env->store, rc, err);
-out:
-    json_decref(tb);
-    return rc;
+    else if (!rc) /* written again when made anew and removed again, so it travels again */
+        rc = vg_tombstone_put(env, agent_id, "source_ref", id, err);
+    return vg_store_end(env->store, rc, err);
 }
 
 struct refs_ctx {

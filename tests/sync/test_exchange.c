@@ -974,6 +974,17 @@ TEST(a_deletion_on_one_device_removes_the_record_on_the_others)
     ASSERT_OK(vg_sub_remove(a.env, "sub-1", E));
     both(&a, &b);
     ASSERT(!holds(&b, "subscription", "sub-1"));
+    /* So does a source reference (its second deletion too). */
+    ASSERT_OK(vg_source_ref_add(a.env, agent, "task", "t-42", E));
+    both(&a, &b);
+    ASSERT_OK(vg_source_refs(b.env, agent, "task", &refs, E));
+    ASSERT_EQ(json_array_size(refs), 1);
+    json_decref(refs);
+    ASSERT_OK(vg_source_ref_remove(a.env, agent, "task", "t-42", E));
+    both(&a, &b);
+    ASSERT_OK(vg_source_refs(b.env, agent, "task", &refs, E));
+    ASSERT_EQ(json_array_size(refs), 0);
+    json_decref(refs);
     /* A deletion and an edit made apart: one of them is kept, the same on every device. */
     add_sub(&a, agent, "sub-2", "TASK");
     both(&a, &b);
