@@ -49,9 +49,7 @@ void vg_loop_result_release(struct vg_loop_result *r)
     r->final_text = NULL;
 }
 
-/* The limits a run leaves at 0 take the defaults; its tool rounds the config file's
- * agent.max_tool_rounds (docs/models.md), else 20. */
-static void limits_default(struct vg_loop_limits *l, const struct vg_config *config)
+static void limits_default(struct vg_loop_limits *l)
 {
     /* max_steps 0 stays 0: no step limit (a top-level agent's default, seed 002 D5); the tool
      * rounds, the timeout, the budgets and total_steps_cap still end a run. */
@@ -59,10 +57,8 @@ static void limits_default(struct vg_loop_limits *l, const struct vg_config *con
         l->max_steps = 0;
     if (l->hard_extra_steps <= 0)
         l->hard_extra_steps = 1;
-    if (l->max_tool_rounds <= 0) {
-        int64_t rounds = config ? vg_config_get_int(config, "agent.max_tool_rounds", 20) : 20;
-        l->max_tool_rounds = rounds > 0 && rounds <= 100000 ? (int)rounds : 20;
-    }
+    if (l->max_tool_rounds <= 0)
+        l->max_tool_rounds = 20;
     if (l->timeout_ms <= 0)
         l->timeout_ms = VG_LOOP_TIMEOUT_MS;
     if (l->grace_ms <= 0)
@@ -1881,7 +1877,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                            .lc_seen = VIGIL_LIFECYCLE_ACTIVE,
                            .final_status = VG_RUN_COMPLETED};
     memset(out, 0, sizeof *out);
-    limits_default(&rs.in.limits, rs.in.config);
+    limits_default(&rs.in.limits);
     vg_window_init(&rs.window, 0);
     if (!rs.in.agent_id || !rs.in.thread_id || !rs.in.run_key || !rs.in.wake_reason || !rs.in.model)
         return VG_FAIL(err, VIGIL_EINVAL,
