@@ -774,6 +774,55 @@ TEST(a_context_lists_blocks_again_only_when_they_may_have_changed)
     fx_close(&f);
 }
 
+static int64_t kind_count(struct fx *f, const char *kind)
+{
+    struct vg_query q = {.kind = kind, .owner = f->agent};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(f->t.env->store, &q, &n, E));
+    return n;
+}
+
+/* A fresh store (this test's, on SQLite; agent_test_memory_pg's on PostgreSQL) is at the latest
+ * schema and takes memory blocks, their events, messages and pending mutations at once: they are
+ * kinds of the one records table, which need no migration of their own (docs/internals/
+ * MEMORY.md, "Records"). Vectors are records too, so semantic search works on either adapter
+ * with no database extension: a vector-only search finds the block.
+ * proves: S4-067 */
+TEST(a_fresh_store_holds_memory_messages_pending_changes_and_vectors)
+{
+    struct fx f;
+    fx_open(&f, "mem_fresh");
+    int version = 0;
+    ASSERT_OK(vg_store_control(f.t.env->store, VG_STORE_CTRL_SCHEMA_VERSION, &version, E));
+    ASSERT(version > 0);
+    static const char *const kinds[] = {"memory_block", "memory_event", "memory_pending",
+                                        "memory_vector", "message"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++)
+        ASSERT_EQ(kind_count(&f, kinds[i]), 0);
+    mk(&f, VG_TIER_ARCHIVAL, "trip", "flights booked to Lisbon in May", VG_PERM_READ_WRITE, 0);
+    mk(&f, VG_TIER_CORE, "persona", "I am calm.", VG_PERM_FAMILIAR, 1);
+    json_t *out = NULL;
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "persona", "I am cheerful.", NULL, &out, E));
+    ASSERT_STREQ(json_string_value(json_object_get(out, "status")), "pending");
+    json_decref(out);
+    char thread[128];
+    snprintf(thread, sizeof thread, "%s:session:fresh", f.agent);
+    struct vg_message_in in = {
+        .agent_id = f.agent, .thread_id = thread, .kind = VG_MSG_USER, .content = "hello"};
+    ASSERT_OK(vg_message_append(f.t.env, &in, NULL, E));
+    ASSERT_EQ(kind_count(&f, "memory_block"), 2);
+    ASSERT(kind_count(&f, "memory_event") >= 3); /* two creates and the proposal */
+    ASSERT_EQ(kind_count(&f, "memory_pending"), 1);
+    ASSERT_EQ(kind_count(&f, "memory_vector"), 2);
+    ASSERT_EQ(kind_count(&f, "message"), 1);
+    json_t *hits = NULL;
+    ASSERT_OK(vg_memory_search(f.m, f.agent, "flights Lisbon", VG_SEARCH_VECTOR, 5, &hits, E));
+    ASSERT(json_array_size(hits) >= 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(hits, 0), "label")), "trip");
+    json_decref(hits);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(permissions_are_enforced_by_the_manager);
@@ -788,5 +837,6 @@ int main(void)
     RUN(embedder_down_falls_back_to_keyword_then_embeds_later);
     RUN(memory_tools_call_the_manager);
     RUN(a_context_lists_blocks_again_only_when_they_may_have_changed);
+    RUN(a_fresh_store_holds_memory_messages_pending_changes_and_vectors);
     return 0;
 }
