@@ -264,10 +264,178 @@ TEST(losing_the_runtime_state_loses_nothing_durable)
     test_rt_close(&t);
 }
 
+/* One wake: a report, then a word. */
+static const char order_cassette[] =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"set_report\","
+    "\"arguments\":{\"scope\":\"current\",\"markdown\":\"ORDER-REPORT\"}}]}},"
+    "{\"response\":{\"text\":\"ORDER-DONE\"}}]}";
+
+struct order_probe {
+    struct test_rt *t;
+    struct vg_store *other; /* a second connection: sees only what is committed */
+    const char *agent;
+    char key[65];
+    int model_calls;
+    int run_started_at_call, lease_held_at_call;
+    char named[64][VG_RECORD_ID_MAX]; /* the tokens notified, in order */
+    int committed[64];                /* 1: a report another connection could read then */
+    int n_named;
+};
+
+/* A body field of a committed record (read through a connection of its own), or "" when
+ * either is missing. */
+static void field_of(struct vg_store *s, const char *kind, const char *id, const char *field,
+                     char *out, size_t n)
+{
+    struct vg_record *r = NULL;
+    vigil_error miss = {0};
+    out[0] = '\0';
+    if (vg_store_get_copy(s, kind, id, &r, &miss) != VIGIL_OK)
+        return;
+    json_t *b = json_loads(r->body, 0, NULL);
+    const char *v = json_string_value(json_object_get(b, field));
+    snprintf(out, n, "%s", v ? v : "");
+    json_decref(b);
+    vg_free(r);
+}
+
+/* At each model call: is the run logged as started, and does this process hold the agent? */
+static void order_at_model_call(void *user, const struct vg_model_request *req)
+{
+    struct order_probe *p = user;
+    char status[32], holder[128];
+    (void)req;
+    p->model_calls++;
+    field_of(p->other, "wake_run", p->key, "status", status, sizeof status);
+    field_of(p->other, "agent_lease", p->agent, "holder", holder, sizeof holder);
+    p->run_started_at_call += !strcmp(status, "started");
+    p->lease_held_at_call += holder[0] != '\0';
+}
+
+/* At each notification: the ids it names, and whether each was a committed report then. */
+static void order_at_note(void *user, const char *const *tokens, size_t n)
+{
+    struct order_probe *p = user;
+    for (size_t i = 0; i < n && p->n_named < 64; i++) {
+        char markdown[64];
+        field_of(p->other, "report", tokens[i], "markdown", markdown, sizeof markdown);
+        snprintf(p->named[p->n_named], sizeof p->named[0], "%s", tokens[i]);
+        p->committed[p->n_named++] = markdown[0] != '\0';
+    }
+}
+
+/* A wake goes through seed 003's phases in order: its run key is checked first (a key that
+ * completed never runs again), the agent is held (its lease) and the run logged started before
+ * anything is loaded or sent; the model is sent the agent's prompt and what woke it; what
+ * the run made (its report, its messages) is committed, the agent's state moved on (last wake,
+ * the last message seen) and the run logged completed, then the agent let go. Notifications
+ * follow the commit of what they announce (DESIGN 3.3: each transaction's tokens after its
+ * commit, tagged with the writing agent so it does not wake itself), so a notification never
+ * names a record a reader cannot yet see. proves: S3-031 */
+TEST(a_wake_dedupes_locks_loads_runs_persists_releases_and_notifies_in_order)
+{
+    struct test_rt t;
+    struct watch_model wm;
+    struct order_probe p = {.t = &t};
+    char a[37], path[4200];
+    snprintf(path, sizeof path, "%s/model.json", vg_test_tmpdir("wake_order_model"));
+    ASSERT_OK(vg_fs_write_file(path, order_cassette, strlen(order_cassette), E));
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "wake_order");
+    vigil_agent_spec spec = {.name = "orderly",
+                             .kind = "task_agent",
+                             .mode = "autonomous",
+                             .prompt = "PROMPT-ORDER",
+                             .config_json = "{\"tools\":[\"set_report\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    ASSERT_OK(vg_runtime_prepare(t.rt, E));
+    watch_model_init(&wm, t.rt->model);
+    wm.keep = 1;
+    wm.check = order_at_model_call;
+    wm.user = &p;
+    t.rt->model = &wm.base;
+    p.agent = a;
+    struct vg_store_options reader = {0};
+    ASSERT_OK(vg_store_open(t.path, &reader, &p.other, E));
+    vigil_set_notify_hook(t.rt, order_at_note, &p);
+
+    struct vg_wake w;
+    enum vg_enqueue_result res;
+    json_t *said = json_string("task-order-1 moved");
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_USER,
+                            .agent_id = a,
+                            .session_id = "order",
+                            .turn_id = "turn-1",
+                            .seed_input = said};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, p.key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    int ran = 0;
+    ASSERT_OK(vigil_wake_process(t.rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+
+    /* Locked and logged before the model heard anything; loaded and assembled for it. */
+    ASSERT_EQ(p.model_calls, 2);
+    ASSERT_EQ(p.run_started_at_call, 2);
+    ASSERT_EQ(p.lease_held_at_call, 2);
+    ASSERT(has_text(json_array_get(wm.requests, 0), "PROMPT-ORDER"));
+    ASSERT(has_text(json_array_get(wm.requests, 0), "task-order-1"));
+    /* Persisted: the report, the answer, the state; then completed and let go. */
+    json_t *rep = NULL;
+    ASSERT_OK(vg_report_current(t.env, a, "current", &rep, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rep, "markdown")), "ORDER-REPORT");
+    char report_id[VG_RECORD_ID_MAX];
+    snprintf(report_id, sizeof report_id, "%s", json_string_value(json_object_get(rep, "id")));
+    json_decref(rep);
+    char head[VG_RECORD_ID_MAX], status[32], holder[128];
+    ASSERT_OK(vg_link_pointer_get(t.env, "agent_head_message", a, head, sizeof head, E));
+    json_t *last = NULL, *st = NULL;
+    ASSERT_OK(vg_message_get(t.env, head, &last, E));
+    ASSERT_STREQ(json_string_value(json_object_get(last, "content")), "ORDER-DONE");
+    json_decref(last);
+    ASSERT_OK(vg_state_get(t.env, a, &st, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(st, "recent_head_message_id")), head);
+    ASSERT(json_is_string(json_object_get(st, "last_wake_at")));
+    json_decref(st);
+    field_of(p.other, "wake_run", p.key, "status", status, sizeof status);
+    ASSERT_STREQ(status, "completed");
+    field_of(p.other, "agent_lease", a, "holder", holder, sizeof holder);
+    ASSERT_STREQ(holder, "");
+    /* The report was notified, and only once another connection could read it. */
+    int notified = 0;
+    for (int i = 0; i < p.n_named; i++)
+        if (!strcmp(p.named[i], report_id)) {
+            notified++;
+            ASSERT_EQ(p.committed[i], 1);
+        }
+    ASSERT(notified >= 1);
+
+    /* Deduped: the completed key (the same turn given again makes it again) is not run. */
+    char again[65];
+    ASSERT_OK(vg_wake_enqueue(&w, &m, again, &res, E));
+    ASSERT_STREQ(again, p.key);
+    ASSERT_EQ(res, VG_ENQ_DUPLICATE);
+    ASSERT_OK(vigil_wake_process(t.rt, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    ASSERT_EQ(p.model_calls, 2);
+    json_decref(said);
+    vg_store_close(p.other);
+    vg_wake_release(&w);
+    vigil_set_notify_hook(t.rt, NULL, NULL);
+    t.rt->model = wm.inner;
+    watch_model_release(&wm);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_wake_is_sent_the_report_every_observation_and_its_delta_not_earlier_turns);
     RUN(notes_accumulate_unchanged_across_wakes_and_stay_out_of_the_report);
     RUN(losing_the_runtime_state_loses_nothing_durable);
+    RUN(a_wake_dedupes_locks_loads_runs_persists_releases_and_notifies_in_order);
     return 0;
 }
