@@ -12,6 +12,7 @@
 #include "memory/compact.h"
 #include "sync/sync.h"
 #include "sync/sync_int.h"
+#include "wake/wake.h"
 
 static void create(struct test_rt *t, const char *name, const char *config, char id[37])
 {
@@ -590,6 +591,60 @@ TEST(config_slots_and_message_metadata_round_trip_and_survive_upgrades)
     vigil_runtime_close(rt);
 }
 
+/* The agent's state keeps its two watermarks (seed 003 4.4): the last message the agent saw,
+ * moved to the head of its messages when a wake ends (so a later wake knows what is new), and
+ * the processed counters by host, which only move forward (a host's counter merges by maximum,
+ * a lower one changes nothing); both are stored with the state and read back after a restart.
+ * proves: S3-040 */
+TEST(the_state_keeps_the_last_message_seen_and_the_processed_counters)
+{
+    struct test_rt t;
+    test_rt_open(&t, "records_watermarks");
+    char id[37], seen[VG_RECORD_ID_MAX], later[VG_RECORD_ID_MAX];
+    create(&t, "watermarks", NULL, id);
+    ASSERT_OK(vg_agent_transition(t.env, id, VIGIL_LIFECYCLE_ACTIVE, "go", E));
+    struct vg_wake w;
+    struct vg_wake_job job;
+    enum vg_enqueue_result res;
+    char key[65];
+    int got = 0;
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = id};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, key, &res, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = job.thread_id, .kind = VG_MSG_THOUGHT, .content = "seen"};
+    ASSERT_OK(vg_message_append(t.env, &in, seen, E));
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+    /* A message after the wake is not one the agent saw. */
+    char thread[128];
+    snprintf(thread, sizeof thread, "%s:session:later", id);
+    in.thread_id = thread;
+    in.content = "after the wake";
+    ASSERT_OK(vg_message_append(t.env, &in, later, E));
+
+    json_t *ch = json_pack("{s:{s:i, s:i}}", "processed_counter_by_host", "host-a", 5, "host-b", 2);
+    ASSERT_OK(vg_state_update(t.env, id, ch, VG_STATE_ANY_REVISION, NULL, E));
+    json_decref(ch);
+    ch = json_pack("{s:{s:i, s:i, s:i}}", "processed_counter_by_host", "host-a", 3, "host-b", 7,
+                   "host-c", 1);
+    ASSERT_OK(vg_state_update(t.env, id, ch, VG_STATE_ANY_REVISION, NULL, E));
+    json_decref(ch);
+
+    test_rt_reopen(&t);
+    json_t *st = NULL;
+    ASSERT_OK(vg_state_get(t.env, id, &st, NULL, E));
+    ASSERT_STREQ(str(st, "recent_head_message_id"), seen);
+    json_t *want = json_pack("{s:i, s:i, s:i}", "host-a", 5, "host-b", 7, "host-c", 1);
+    ASSERT(json_equal(json_object_get(st, "processed_counter_by_host"), want));
+    json_decref(want);
+    json_decref(st);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(an_agent_record_holds_its_identity_lifecycle_scopes_times_and_clock);
@@ -597,5 +652,6 @@ int main(void)
     RUN(every_record_variant_is_written_read_changed_and_removed);
     RUN(each_collection_of_the_agent_store_is_a_kind_of_its_own);
     RUN(config_slots_and_message_metadata_round_trip_and_survive_upgrades);
+    RUN(the_state_keeps_the_last_message_seen_and_the_processed_counters);
     return 0;
 }
