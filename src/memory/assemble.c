@@ -47,11 +47,109 @@ static int by_recency(const void *a, const void *b)
     return strcmp(vg_memory_str(x, "label"), vg_memory_str(y, "label"));
 }
 
+/* The system texts of the agents whose context was assembled last, each with the store's marks
+ * of agent and memory_block records it was built under (VG_STORE_CTRL_CHANGE_MARK): the text is
+ * the agent's prompt and core blocks, which rarely change, and with many agents taking turns
+ * (vigil_chat_many, the daemon) the one agent's listing kept in listed[] was another agent's at
+ * nearly every call, so each call parsed its three core blocks again: a seventh of such a call
+ * (docs/internals/PERF.md, session 39). An agent's text takes one of two slots (the older one
+ * is replaced); a text longer than SYSTEM_KEPT_MAX is not kept, so the table stays under 1 MB. */
+#define SYSTEMS_SLOTS 128
+#define SYSTEM_KEPT_MAX 8192
+
+struct vg_memory_systems {
+    struct system_kept {
+        char agent_id[VG_RECORD_ID_MAX];
+        char *text; /* owned; NULL: a free slot */
+        struct vg_store_change_mark agent_mark, block_mark;
+        uint64_t used;
+    } slot[SYSTEMS_SLOTS];
+    uint64_t tick;
+};
+
+void vg_memory_systems_free(struct vg_memory_systems *k)
+{
+    if (!k)
+        return;
+    for (size_t i = 0; i < SYSTEMS_SLOTS; i++)
+        vg_free(k->slot[i].text);
+    vg_free(k);
+}
+
+/* The store's marks of agent and memory_block records now; 0 when it cannot say. */
+static int system_marks(struct vg_memory *m, struct vg_store_change_mark *agent,
+                        struct vg_store_change_mark *block)
+{
+    vigil_error ignored = {0};
+    agent->kind = "agent";
+    block->kind = "memory_block";
+    return vg_store_control(m->env->store, VG_STORE_CTRL_CHANGE_MARK, agent, &ignored) ==
+               VIGIL_OK &&
+           vg_store_control(m->env->store, VG_STORE_CTRL_CHANGE_MARK, block, &ignored) ==
+               VIGIL_OK;
+}
+
+static int same_mark(const struct vg_store_change_mark *a, const struct vg_store_change_mark *b)
+{
+    return a->foreign == b->foreign && a->own == b->own;
+}
+
+/* agent_id's slot: the one holding its text, or the one its text would take. */
+static struct system_kept *system_slot(struct vg_memory_systems *k, const char *agent_id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)agent_id; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    struct system_kept *a = &k->slot[h % SYSTEMS_SLOTS];
+    struct system_kept *b = &k->slot[(h / SYSTEMS_SLOTS) % SYSTEMS_SLOTS];
+    if (a->text && !strcmp(a->agent_id, agent_id))
+        return a;
+    if (b->text && !strcmp(b->agent_id, agent_id))
+        return b;
+    return !a->text ? a : !b->text ? b : a->used <= b->used ? a : b;
+}
+
+/* The kept text of agent_id into c->system when nothing it was built from may have changed. */
+static int system_kept(struct vg_memory *m, const char *agent_id, struct vg_context *c)
+{
+    struct vg_store_change_mark agent, block;
+    struct vg_memory_systems *k = m->systems;
+    if (!k || strlen(agent_id) >= VG_RECORD_ID_MAX)
+        return 0;
+    struct system_kept *s = system_slot(k, agent_id);
+    if (!s->text || strcmp(s->agent_id, agent_id) || !system_marks(m, &agent, &block) ||
+        !same_mark(&agent, &s->agent_mark) || !same_mark(&block, &s->block_mark))
+        return 0;
+    if (!(c->system = vg_strdup(s->text)))
+        return 0;
+    s->used = ++k->tick;
+    return 1;
+}
+
+/* Keep c->system as agent_id's, under the marks taken now: after the reads it was built from,
+ * so a change made since them is seen at the next call. Out of memory keeps nothing. */
+static void system_keep(struct vg_memory *m, const char *agent_id, const struct vg_context *c)
+{
+    if (strlen(agent_id) >= VG_RECORD_ID_MAX || strlen(c->system) > SYSTEM_KEPT_MAX)
+        return;
+    if (!m->systems && !(m->systems = vg_calloc(1, sizeof *m->systems)))
+        return;
+    struct system_kept *s = system_slot(m->systems, agent_id);
+    vg_free(s->text);
+    s->text = NULL;
+    if (!system_marks(m, &s->agent_mark, &s->block_mark) || !(s->text = vg_strdup(c->system)))
+        return;
+    snprintf(s->agent_id, sizeof s->agent_id, "%s", agent_id);
+    s->used = ++m->systems->tick;
+}
+
 static vigil_code system_text(struct vg_memory *m, const char *agent_id, struct vg_context *c,
                               vigil_error *err)
 {
     json_t *agent = NULL, *core = NULL;
     struct vg_buf b;
+    if (system_kept(m, agent_id, c))
+        return VIGIL_OK;
     vg_buf_init(&b, 4u << 20);
     vigil_code rc = vg_agent_get_shared(m->env, agent_id, &agent, err);
     if (!rc)
@@ -77,6 +175,8 @@ static vigil_code system_text(struct vg_memory *m, const char *agent_id, struct 
     }
     if (!rc && !(c->system = vg_buf_detach(&b, NULL)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    if (!rc)
+        system_keep(m, agent_id, c);
     vg_buf_release(&b);
     json_decref(agent);
     json_decref(core);

@@ -75,6 +75,7 @@ void vg_memory_free(struct vg_memory *m)
     vg_vec_cache_free(m->cache);
     for (int i = 0; i < VG_TIER_COUNT; i++)
         json_decref(m->listed[i].blocks);
+    vg_memory_systems_free(m->systems);
     for (size_t i = 0; i < VG_ARRAY_LEN(m->embedded); i++) {
         vg_free(m->embedded[i].text);
         vg_free(m->embedded[i].vec);

@@ -62,6 +62,9 @@ struct vg_memory {
         float *vec;
     } embedded[3];
     int embedded_next;
+    /* Each recent agent's system text (its prompt and core blocks as the context renders
+     * them), NULL until the first model call: src/memory/assemble.c. */
+    struct vg_memory_systems *systems; /* owned */
 };
 
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,

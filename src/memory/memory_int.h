@@ -50,6 +50,8 @@ vigil_code vg_memory_check_content(const char *content, vigil_error *err);
  * and vector, and an event of `type` with the old content; ECONFLICT when it changed. */
 vigil_code vg_memory_drop(struct vg_memory *m, json_t *block, int64_t rev, const char *type,
                           json_t *extra, vigil_error *err);
+/* Free the kept system texts (vg_memory_free). */
+void vg_memory_systems_free(struct vg_memory_systems *k);
 /* a + "\n" + b (owned), without doubling a final newline of a. */
 char *vg_memory_join(const char *a, const char *b);
 

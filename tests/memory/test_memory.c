@@ -5,6 +5,8 @@
  */
 #include "helpers/rt.h"
 
+#include "helpers/fault_store.h"
+
 #include "memory/memory.h"
 #include "memory/memory_int.h"
 #include "os/fs.h"
@@ -550,6 +552,70 @@ TEST(least_recently_used_working_blocks_leave_first)
     fx_close(&f);
 }
 
+/* The system text of agent_id's context, and how many scans of memory blocks building it took
+ * (the working tier's listing is one each time). */
+static long system_of(struct fx *f, struct vg_store *counting, const char *agent_id, char *out,
+                      size_t n)
+{
+    struct vg_assemble_opts o = {.agent_id = agent_id, .thread_id = "t1"};
+    struct vg_context c;
+    vg_store_fault_watch(counting, "memory_block");
+    vg_store_read_batch(f->t.env->store, 1); /* as the loop assembles */
+    ASSERT_OK(vg_memory_assemble(f->m, &o, &c, E));
+    vg_store_read_batch(f->t.env->store, 0);
+    snprintf(out, n, "%s", c.system);
+    vg_context_release(&c);
+    return vg_store_fault_scans(counting);
+}
+
+/* Agents taking turns (vigil_chat_many, the daemon) each find their system text as they left
+ * it: their core blocks are not read again at every model call while nothing was written, and
+ * a changed block or prompt is in the next call's text. */
+TEST(agents_taking_turns_keep_their_system_text_until_it_changes)
+{
+    struct fx f;
+    char ada[1024], bob[1024], bob_id[37];
+    fx_open(&f, "mem_system_kept");
+    vigil_agent_spec spec = {.name = "bob", .prompt = "You are Bob."};
+    ASSERT_OK(vigil_agent_create(f.t.rt, &spec, bob_id, E));
+    mk(&f, VG_TIER_CORE, "persona", "curious", VG_PERM_READ_WRITE, 1);
+    struct vg_memory_block_in in = {.agent_id = bob_id,
+                                    .tier = VG_TIER_CORE,
+                                    .label = "persona",
+                                    .content = "terse",
+                                    .permission = VG_PERM_FAMILIAR,
+                                    .pinned = 1};
+    ASSERT_OK(vg_memory_create(f.m, &in, "config", E));
+    struct vg_store *counting = NULL; /* closed with the runtime, and the store it wraps */
+    ASSERT_OK(vg_store_fault_wrap(f.t.env->store, &counting, E));
+    f.t.env->store = counting;
+    ASSERT_EQ(system_of(&f, counting, f.agent, ada, sizeof ada), 2);
+    ASSERT_EQ(system_of(&f, counting, bob_id, bob, sizeof bob), 2);
+    ASSERT_CONTAINS(ada, "You are Ada.");
+    ASSERT_CONTAINS(ada, "curious");
+    ASSERT_CONTAINS(bob, "terse");
+    long kept = getenv("VIGIL_TEST_RT_PG") ? 2 : 1; /* PostgreSQL keeps no change marks */
+    for (int turn = 0; turn < 3; turn++) {
+        char again[1024];
+        ASSERT_EQ(system_of(&f, counting, f.agent, again, sizeof again), kept);
+        ASSERT_STREQ(again, ada);
+        ASSERT_EQ(system_of(&f, counting, bob_id, again, sizeof again), kept);
+        ASSERT_STREQ(again, bob);
+    }
+    json_t *out = NULL;
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "persona", "patient", NULL, &out, E));
+    json_decref(out);
+    ASSERT_EQ(system_of(&f, counting, f.agent, ada, sizeof ada), 2);
+    ASSERT_CONTAINS(ada, "patient");
+    json_t *prompt = json_pack("{s:s}", "prompt", "You are Bob, briefly.");
+    ASSERT_OK(vg_agent_update(f.t.env, bob_id, prompt, E));
+    json_decref(prompt);
+    system_of(&f, counting, bob_id, bob, sizeof bob);
+    ASSERT_CONTAINS(bob, "You are Bob, briefly.");
+    ASSERT_CONTAINS(bob, "terse");
+    fx_close(&f);
+}
+
 /* proves: S0-031, S0-046 */
 TEST(context_has_report_observations_hot_messages_and_delta)
 {
@@ -833,6 +899,7 @@ int main(void)
     RUN(a_first_runs_core_blocks_are_seeded_together_or_not_at_all);
     RUN(new_agents_core_blocks_are_embedded_once_by_an_offline_embedder);
     RUN(least_recently_used_working_blocks_leave_first);
+    RUN(agents_taking_turns_keep_their_system_text_until_it_changes);
     RUN(context_has_report_observations_hot_messages_and_delta);
     RUN(embedder_down_falls_back_to_keyword_then_embeds_later);
     RUN(memory_tools_call_the_manager);
