@@ -141,34 +141,65 @@ const char *vg_memory_str(json_t *o, const char *k)
 
 /* ---- per-agent counters --------------------------------------------------------------------- */
 
+/* agent_id's counters (owned) and their revision, 0 when it has none yet (a new record). */
+static vigil_code meta_read(struct vg_memory *m, const char *agent_id, json_t **meta, int64_t *rev,
+                            vigil_error *err)
+{
+    *rev = 0;
+    vigil_code rc = vg_env_get_json(m->env, "memory_meta", agent_id, meta, rev, err);
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    *meta = json_pack("{s:s, s:I, s:I}", "agent_id", agent_id, "event_no", (json_int_t)0,
+                      "vec_gen", (json_int_t)0);
+    return *meta ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing memory");
+}
+
+static vigil_code meta_write(struct vg_memory *m, const char *agent_id, json_t *meta, int64_t rev,
+                             vigil_error *err)
+{
+    return rev ? vg_env_update_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta,
+                                    rev, err)
+               : vg_env_put_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta, 0,
+                                 err);
+}
+
 vigil_code vg_memory_meta_bump(struct vg_memory *m, const char *agent_id, int vectors,
                                int64_t *event_no, vigil_error *err)
 {
-    json_t *meta = NULL;
-    int64_t rev = 0;
-    vigil_code rc = vg_env_get_json(m->env, "memory_meta", agent_id, &meta, &rev, err);
-    if (rc == VIGIL_ENOTFOUND) {
-        meta = json_pack("{s:s, s:I, s:I}", "agent_id", agent_id, "event_no", (json_int_t)0,
-                         "vec_gen", (json_int_t)0);
-        if (!meta)
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing memory");
-        rc = vg_env_put_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta, 0, err);
-        rev = 1;
-    }
+    struct vg_memory_meta_batch *b = &m->meta_batch;
+    int batched = b->agent_id && !strcmp(b->agent_id, agent_id);
+    json_t *meta = batched ? b->meta : NULL;
+    int64_t rev = batched ? b->rev : 0;
+    vigil_code rc = meta ? VIGIL_OK : meta_read(m, agent_id, &meta, &rev, err);
     if (rc)
-        goto out;
+        return rc;
+    if (batched) {
+        b->meta = meta;
+        b->rev = rev;
+    }
     json_int_t no = json_integer_value(json_object_get(meta, "event_no")) + (event_no ? 1 : 0);
     json_int_t gen = json_integer_value(json_object_get(meta, "vec_gen")) + (vectors ? 1 : 0);
     if (json_object_set_new(meta, "event_no", json_integer(no)) ||
-        json_object_set_new(meta, "vec_gen", json_integer(gen))) {
+        json_object_set_new(meta, "vec_gen", json_integer(gen)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing memory");
-        goto out;
-    }
-    rc = vg_env_update_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta, rev, err);
+    if (!rc && !batched)
+        rc = meta_write(m, agent_id, meta, rev, err);
     if (!rc && event_no)
         *event_no = no;
-out:
-    json_decref(meta);
+    if (!batched)
+        json_decref(meta);
+    return rc;
+}
+
+/* End the counters' batch: written when rc is OK and they were bumped; returns rc or the
+ * write's failure. */
+static vigil_code meta_batch_end(struct vg_memory *m, vigil_code rc, vigil_error *err)
+{
+    struct vg_memory_meta_batch *b = &m->meta_batch;
+    if (!rc && b->meta)
+        rc = meta_write(m, b->agent_id, b->meta, b->rev, err);
+    json_decref(b->meta);
+    *b = (struct vg_memory_meta_batch){0};
     return rc;
 }
 
@@ -409,11 +440,13 @@ vigil_code vg_memory_create_missing(struct vg_memory *m, const struct vg_memory_
     for (size_t i = 0; !rc && i < n; i++)
         vecs[i] = vg_memory_embed_text(m, in[i].label, in[i].content);
     if (!rc && !(rc = vg_store_begin(m->env->store, err))) {
+        m->meta_batch.agent_id = n ? in[0].agent_id : NULL;
         for (size_t i = 0; !rc && i < n; i++) {
             rc = do_create(m, &in[i], actor, vecs[i], err); /* its own savepoint */
             if (rc == VIGIL_EEXISTS) /* made by another writer first: left as it is */
                 rc = VIGIL_OK;
         }
+        rc = meta_batch_end(m, rc, err);
         rc = vg_store_end(m->env->store, rc, err);
     }
     for (size_t i = 0; i < n; i++)

@@ -65,6 +65,14 @@ struct vg_memory {
     /* Each recent agent's system text (its prompt and core blocks as the context renders
      * them), NULL until the first model call: src/memory/assemble.c. */
     struct vg_memory_systems *systems; /* owned */
+    /* One agent's counters (its memory_meta record) while vg_memory_create_missing writes its
+     * blocks: bumped here and written once at the end, not read and rewritten at each event
+     * and vector (six times for a new agent's three core blocks). */
+    struct vg_memory_meta_batch {
+        const char *agent_id; /* borrowed; NULL: no batch */
+        json_t *meta;         /* owned; NULL until the first bump reads it */
+        int64_t rev;          /* 0: no record yet */
+    } meta_batch;
 };
 
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,

@@ -552,6 +552,36 @@ TEST(least_recently_used_working_blocks_leave_first)
     fx_close(&f);
 }
 
+/* A first run's seed writes the agent's memory counters once, not once per event and vector,
+ * and they count what was written: three events numbered 1 to 3, three vectors; the counters
+ * go on from there at the next write. */
+TEST(a_seed_writes_its_agents_counters_once)
+{
+    struct fx f;
+    fx_open(&f, "mem_seed_meta");
+    int seeded = 0;
+    ASSERT_OK(vg_memory_seed(f.m, f.agent, NULL, &seeded, E));
+    ASSERT_EQ(seeded, 1);
+    json_t *meta = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(f.t.env, "memory_meta", f.agent, &meta, &rev, E));
+    ASSERT_EQ(rev, 1);
+    ASSERT_EQ(json_integer_value(json_object_get(meta, "event_no")), 3);
+    ASSERT_EQ(json_integer_value(json_object_get(meta, "vec_gen")), 3);
+    json_decref(meta);
+    json_t *h = NULL;
+    ASSERT_OK(vg_memory_history(f.m, f.agent, "persona", &h, E));
+    ASSERT_EQ(json_array_size(h), 1);
+    json_int_t persona_no = json_integer_value(json_object_get(json_array_get(h, 0), "event_no"));
+    ASSERT(persona_no >= 1 && persona_no <= 3);
+    json_decref(h);
+    mk(&f, VG_TIER_WORKING, "notes", "n1", VG_PERM_READ_WRITE, 0);
+    ASSERT_OK(vg_memory_history(f.m, f.agent, "notes", &h, E));
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(h, 0), "event_no")), 4);
+    json_decref(h);
+    fx_close(&f);
+}
+
 /* The system text of agent_id's context, and how many scans of memory blocks building it took
  * (the working tier's listing is one each time). */
 static long system_of(struct fx *f, struct vg_store *counting, const char *agent_id, char *out,
@@ -897,6 +927,7 @@ int main(void)
     RUN(a_person_changes_memory_at_once_whatever_the_permission);
     RUN(first_run_seeds_core_blocks_from_the_persona);
     RUN(a_first_runs_core_blocks_are_seeded_together_or_not_at_all);
+    RUN(a_seed_writes_its_agents_counters_once);
     RUN(new_agents_core_blocks_are_embedded_once_by_an_offline_embedder);
     RUN(least_recently_used_working_blocks_leave_first);
     RUN(agents_taking_turns_keep_their_system_text_until_it_changes);
