@@ -125,7 +125,7 @@ struct vg_env {
         struct json_t *value; /* NULL: a free slot */
         struct vg_store_change_mark mark;
         uint64_t used;
-    } *kept_agents;
+    } * kept_agents;
     uint64_t kept_agents_tick;
     /* The running children (spawn_child records "running") of one parent and of the store, as a
      * spawn call left them (orch/child.c), with the store's change mark of spawn_child records

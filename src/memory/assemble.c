@@ -85,8 +85,7 @@ static int system_marks(struct vg_memory *m, struct vg_store_change_mark *agent,
     block->kind = "memory_block";
     return vg_store_control(m->env->store, VG_STORE_CTRL_CHANGE_MARK, agent, &ignored) ==
                VIGIL_OK &&
-           vg_store_control(m->env->store, VG_STORE_CTRL_CHANGE_MARK, block, &ignored) ==
-               VIGIL_OK;
+           vg_store_control(m->env->store, VG_STORE_CTRL_CHANGE_MARK, block, &ignored) == VIGIL_OK;
 }
 
 static int same_mark(const struct vg_store_change_mark *a, const struct vg_store_change_mark *b)

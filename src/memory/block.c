@@ -149,16 +149,16 @@ static vigil_code meta_read(struct vg_memory *m, const char *agent_id, json_t **
     vigil_code rc = vg_env_get_json(m->env, "memory_meta", agent_id, meta, rev, err);
     if (rc != VIGIL_ENOTFOUND)
         return rc;
-    *meta = json_pack("{s:s, s:I, s:I}", "agent_id", agent_id, "event_no", (json_int_t)0,
-                      "vec_gen", (json_int_t)0);
+    *meta = json_pack("{s:s, s:I, s:I}", "agent_id", agent_id, "event_no", (json_int_t)0, "vec_gen",
+                      (json_int_t)0);
     return *meta ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing memory");
 }
 
 static vigil_code meta_write(struct vg_memory *m, const char *agent_id, json_t *meta, int64_t rev,
                              vigil_error *err)
 {
-    return rev ? vg_env_update_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta,
-                                    rev, err)
+    return rev ? vg_env_update_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta, rev,
+                                    err)
                : vg_env_put_json(m->env, "memory_meta", agent_id, agent_id, "", "", 0, meta, 0,
                                  err);
 }
