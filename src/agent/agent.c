@@ -350,51 +350,28 @@ static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
     return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
 }
 
-/* agent_id's slot of the kept agents: the one holding it, or the one it would take (of two,
- * the free or the older one). */
-static struct vg_env_kept_agent *kept_slot(struct vg_env *env, const char *agent_id)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)agent_id; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    struct vg_env_kept_agent *a = &env->kept_agents[h % VG_ENV_KEPT_AGENTS];
-    struct vg_env_kept_agent *b = &env->kept_agents[(h / VG_ENV_KEPT_AGENTS) % VG_ENV_KEPT_AGENTS];
-    if (a->value && !strcmp(a->id, agent_id))
-        return a;
-    if (b->value && !strcmp(b->id, agent_id))
-        return b;
-    return !a->value ? a : !b->value ? b : a->used <= b->used ? a : b;
-}
-
 /* A step reads its agent's record four times (the loop's budget gate, its visible tools, its
  * memory, the tool gate), each a record-cache hit and a memo lookup of its whole text: the
- * value read before is served again while no agent record may have changed since
- * (docs/internals/PERF.md, Session 26), for each of the last agents read: with agents taking
- * turns, one kept agent was another's at nearly every read (Session 39). */
+ * value read last is served again while no agent record may have changed since
+ * (docs/internals/PERF.md, Session 26). */
 vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t **out,
                                vigil_error *err)
 {
     struct vg_store_change_mark mark;
-    int keep = agent_id && strlen(agent_id) < sizeof env->kept_agents->id &&
-               (env->kept_agents ||
-                (env->kept_agents = vg_calloc(VG_ENV_KEPT_AGENTS, sizeof *env->kept_agents)));
-    struct vg_env_kept_agent *k = keep ? kept_slot(env, agent_id) : NULL;
-    if (k && k->value && !strcmp(k->id, agent_id) && agent_mark(env, &mark) &&
-        mark.foreign == k->mark.foreign && mark.own == k->mark.own) {
-        k->used = ++env->kept_agents_tick;
-        *out = json_incref(k->value);
+    if (env->kept_agent && agent_id && !strcmp(env->kept_agent_id, agent_id) &&
+        agent_mark(env, &mark) && mark.foreign == env->kept_agent_mark.foreign &&
+        mark.own == env->kept_agent_mark.own) {
+        *out = json_incref(env->kept_agent);
         return VIGIL_OK;
     }
     vigil_code rc = agent_get(env, agent_id, out, NULL, 1, err);
-    if (!k)
-        return rc;
-    json_decref(k->value);
-    k->value = NULL;
+    json_decref(env->kept_agent);
+    env->kept_agent = NULL;
     /* The mark after the read: its snapshot is taken now, and is the one the read saw. */
-    if (!rc && agent_mark(env, &k->mark)) {
-        k->value = json_incref(*out);
-        snprintf(k->id, sizeof k->id, "%s", agent_id);
-        k->used = ++env->kept_agents_tick;
+    if (!rc && strlen(agent_id) < sizeof env->kept_agent_id &&
+        agent_mark(env, &env->kept_agent_mark)) {
+        env->kept_agent = json_incref(*out);
+        snprintf(env->kept_agent_id, sizeof env->kept_agent_id, "%s", agent_id);
     }
     return rc;
 }
