@@ -3,6 +3,7 @@
  * in-process tick, subscriptions, timers and the run log, on top of the wake module.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "agent/agent.h"
 #include "os/fs.h"
@@ -274,17 +275,72 @@ vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_
 struct runs_ctx {
     json_t *items;
     int oom;
+    int keyed; /* each item [seq, id, body], to be merged (runs_newest) */
 };
 
 static int runs_cb(void *user, const struct vg_record *r)
 {
     struct runs_ctx *c = user;
     json_t *b = json_loads(r->body, 0, NULL);
+    if (b && c->keyed)
+        b = json_pack("[I, s, o]", (json_int_t)r->seq, r->id, b);
     if (!b || json_array_append_new(c->items, b)) {
         c->oom = 1;
         return 1;
     }
     return 0;
+}
+
+/* Newest first: (seq, id) descending, as the store's descending scan orders. */
+static int newest_first(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    json_int_t sx = json_integer_value(json_array_get(x, 0));
+    json_int_t sy = json_integer_value(json_array_get(y, 0));
+    if (sx != sy)
+        return (sx < sy) - (sx > sy);
+    return -strcmp(json_string_value(json_array_get(x, 1)),
+                   json_string_value(json_array_get(y, 1)));
+}
+
+/*
+ * Every status's newest `limit` wakes (of one agent, or all), merged, the newest `limit` kept.
+ * A wake is in no index by agent alone or by age alone (src/store/sqlite/sqlite.c, schema 25:
+ * two index entries a wake's insert, not four), so one query over every status would read and
+ * sort the whole log; each status's newest are at the end of its run in the status indexes.
+ * "canceled": the spelling an older vigil may have stored.
+ */
+static vigil_code runs_newest(vigil_runtime *rt, const char *agent_id, int limit,
+                              struct runs_ctx *c, vigil_error *err)
+{
+    static const char *const stored[] = {"queued", "started",   "completed", "skipped",
+                                         "failed", "cancelled", "canceled",  "stopped"};
+    json_t *all = c->items;
+    vigil_code rc = VIGIL_OK;
+    c->keyed = 1;
+    for (size_t i = 0; !rc && !c->oom && i < VG_ARRAY_LEN(stored); i++) {
+        struct vg_query q = {.kind = "wake_run",
+                             .owner = agent_id,
+                             .k1 = stored[i],
+                             .descending = 1,
+                             .limit = limit};
+        rc = vg_store_scan(rt->env.store, &q, runs_cb, c, err);
+    }
+    if (rc || c->oom)
+        return rc;
+    json_t *newest = json_array();
+    if (!newest || vg_json_array_sort(all, newest_first)) {
+        json_decref(newest);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
+    }
+    c->items = newest;
+    size_t i;
+    json_t *item;
+    json_array_foreach (all, i, item)
+        if ((int)i < limit && json_array_append(c->items, json_array_get(item, 2)))
+            c->oom = 1;
+    json_decref(all);
+    return VIGIL_OK;
 }
 
 /* The statuses a wake run moves through (src/wake/queue.c); "cancelled": a person cancelled it
@@ -319,10 +375,11 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
         return VG_FAIL(err, VIGIL_EINVAL, "limit %d is out of range 1..1000", limit);
     struct vg_query q = {
         .kind = "wake_run", .owner = agent_id, .k1 = status, .descending = 1, .limit = limit};
-    struct runs_ctx c = {json_array(), 0};
+    struct runs_ctx c = {json_array(), 0, 0};
     if (!c.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
-    rc = vg_store_scan(rt->env.store, &q, runs_cb, &c, err);
+    rc = status ? vg_store_scan(rt->env.store, &q, runs_cb, &c, err)
+                : runs_newest(rt, agent_id, limit, &c, err);
     if (!rc && c.oom)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
     size_t i;
@@ -344,7 +401,7 @@ vigil_code vigil_daemon_list(vigil_runtime *rt, char **out_json, vigil_error *er
 {
     CHECK_RT(rt);
     struct vg_query q = {.kind = "daemon"};
-    struct runs_ctx c = {json_array(), 0};
+    struct runs_ctx c = {json_array(), 0, 0};
     size_t i;
     json_t *d;
     if (!c.items)

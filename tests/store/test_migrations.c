@@ -258,10 +258,10 @@ TEST(upgrade_from_every_version)
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_agent "
                                    "WHERE owner = 'a' AND ix & 64"),
-                  11);
+                  13);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 64 AND kind NOT IN "
                                    "('message', 'journal', 'run_tool_call', 'journal_key', "
-                                   "'agent_change')"),
+                                   "'agent_change', 'wake_run')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE (ix & ~128) <> 64 AND kind "
                                    "IN ('message', 'journal', 'run_tool_call', 'journal_key', "
@@ -286,13 +286,14 @@ TEST(upgrade_from_every_version)
         ASSERT_EQ(sqlite_int(path, "SELECT name = 'id' FROM pragma_index_info('records_id') "
                                    "WHERE seqno = 0"),
                   1);
-        /* Schema 12: tasks are in the status, seq and (kind, owner, seq) indexes only, wakes
-         * in every one but the k2 index. */
+        /* Schema 12: tasks are in the status, seq and (kind, owner, seq) indexes only. Schema
+         * 25: wakes in the agent and status indexes only (in every one but the k2 index from
+         * 12 to 24). */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'task' AND ix <> "
                                    "(1 | 4 | 16)"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'wake_run' AND ix "
-                                   "<> (31 & ~8)"),
+                                   "<> (64 | 4)"),
                   0);
         /* Schema 22: a lease is in the owner and k1 indexes only; a release (its holder and
          * its expiry moved) is found under its new keys and in no index under the old. */
@@ -319,6 +320,10 @@ TEST(upgrade_from_every_version)
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
         ASSERT_EQ(removed, 7); /* three messages, a link, a journal record, a change, a lease */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE owner = 'b'"), 0);
+        /* Every kind of an agent goes with it, its wakes too (schema 25: found by the agent
+         * index, no longer by (kind, owner, seq)). */
+        ASSERT_OK(vg_store_remove_owner(s, "a", &removed, E));
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE owner = 'a'"), 0);
         ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
         vg_store_close(s);
         ASSERT_EQ(sqlite_int(path, "PRAGMA user_version"), latest);

@@ -340,11 +340,124 @@ TEST(a_finished_runs_settled_rows_leave_no_leaf_nearly_empty)
     vg_store_close(s);
 }
 
+/* Frames in the log now, from a connection of SQLite's own opened at the first call. */
+static int frames_now(const char *path, sqlite3 **db)
+{
+    if (!*db) {
+        ASSERT_EQ(sqlite3_open(path, db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(*db, "SELECT count(*) FROM records", NULL, NULL, NULL), SQLITE_OK);
+    }
+    return log_frames(*db);
+}
+
+static void empty_log(struct vg_store *s, const char *path, sqlite3 **db)
+{
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_CHECKPOINT, NULL, E));
+    ASSERT_EQ(frames_now(path, db), 0);
+}
+
+/* Rows of 600 bytes of a kind only ever appended, between the others (a DAG's tasks, the
+ * wakes of runs): about six a leaf. */
+static void put_filler(struct vg_store *s, const char *kind, int from, int n)
+{
+    char id[64];
+    for (int i = from; i < from + n; i++) {
+        snprintf(id, sizeof id, "%s-%d", kind, i);
+        ASSERT_OK(put(s, kind, id, "", 600, E));
+    }
+}
+
+/* An agent's wake counter and the task graph's stamp are hot rows (sqlite.c): made at their
+ * own moments among tasks and wakes, they still share one leaf at the left end, so the
+ * dispatcher's commit that starts a task (the counter of the agent it wakes) and moves the
+ * graph (the stamp) writes one leaf of them, not one each. */
+TEST(an_agents_wake_counter_and_the_graphs_stamp_share_a_leaf)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/counters.db", vg_test_tmpdir("sqlite_layout_counters"));
+    struct vg_store *s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(put(s, "task_graph", "default", "", 60, E));
+    put_filler(s, "task", 0, 40);
+    for (int a = 0; a < 4; a++) {
+        char agent[16];
+        snprintf(agent, sizeof agent, "agent-%d", a);
+        ASSERT_OK(put(s, "wake_count", agent, agent, 8, E));
+        put_filler(s, "wake_note", a * 20, 20);
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    sqlite3 *db = NULL;
+    empty_log(s, path, &db);
+    for (int a = 0; a < 4; a++) { /* each agent's counter with the stamp, one commit each */
+        char agent[16], body[64];
+        snprintf(agent, sizeof agent, "agent-%d", a);
+        ASSERT_OK(vg_store_begin(s, E));
+        body_of(body, 60, 'b');
+        struct vg_record g = {
+            .kind = "task_graph", .id = "default", .owner = "", .k1 = "t", .seq = 1, .body = body};
+        ASSERT_OK(vg_store_update(s, &g, (int64_t)a + 1, E));
+        body_of(body, 8, 'c');
+        struct vg_record c = {
+            .kind = "wake_count", .id = agent, .owner = agent, .k1 = "t", .seq = 1, .body = body};
+        ASSERT_OK(vg_store_update(s, &c, 1, E));
+        ASSERT_OK(vg_store_commit(s, E));
+        ASSERT_EQ(frames_now(path, &db), 1);
+        empty_log(s, path, &db);
+    }
+    sqlite3_close(db);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
+/* A wake's insert writes its row, its identity entry and two index entries (by agent and
+ * status, by status: schema 25), where it wrote four of the latter; each is a leaf of its
+ * own index, so a page the commit writes to the log. Its queries still find it. */
+TEST(a_wakes_insert_writes_two_index_entries)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/wakes.db", vg_test_tmpdir("sqlite_layout_wakes"));
+    struct vg_store *s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_OK(vg_store_begin(s, E));
+    put_filler(s, "wake_run", 0, 200);
+    ASSERT_OK(vg_store_commit(s, E));
+    sqlite3 *db = NULL;
+    int fewest = 1000, most = 0;
+    for (int i = 200; i < 210; i++) {
+        empty_log(s, path, &db);
+        ASSERT_OK(vg_store_begin(s, E));
+        put_filler(s, "wake_run", i, 1);
+        ASSERT_OK(vg_store_commit(s, E));
+        int frames = frames_now(path, &db);
+        fewest = frames < fewest ? frames : fewest;
+        most = frames > most ? frames : most;
+    }
+    sqlite3_close(db);
+    /* The table's leaf, records_id, records_agent and records_k1 (before: six, with
+     * records_owner_seq, records_owner_k1 and records_seq in place of records_agent); a few
+     * more when the file grows
+     * (page 1) or the table's last leaf is full (a new one and its parent). */
+    ASSERT_EQ(fewest, 4);
+    ASSERT(most <= 7);
+    struct vg_query by_status = {.kind = "wake_run", .k1 = "t"};
+    struct vg_query by_agent = {.kind = "wake_run", .owner = ""};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(s, &by_status, &n, E));
+    ASSERT_EQ(n, 210);
+    ASSERT_OK(vg_store_count(s, &by_agent, &n, E));
+    ASSERT_EQ(n, 210);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
 int main(void)
 {
     RUN(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves);
     RUN(a_finished_runs_settled_rows_leave_no_leaf_nearly_empty);
     RUN(an_update_that_changes_keys_taken_to_stay_writes_them);
     RUN(an_agents_observations_are_read_without_walking_other_agents);
+    RUN(an_agents_wake_counter_and_the_graphs_stamp_share_a_leaf);
+    RUN(a_wakes_insert_writes_two_index_entries);
     return 0;
 }

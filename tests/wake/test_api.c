@@ -325,6 +325,47 @@ TEST(a_manual_wakes_key_and_time_are_one_reading_of_the_clock)
     vigil_runtime_close(rt);
 }
 
+/* A listing of every status (no status asked) is the newest wakes of the log, newest first,
+ * whatever their statuses, cut at the limit: a wake is indexed by its status (and agent) only
+ * (store schema 25), so the listing merges the statuses' newest, for one agent or all. */
+TEST(a_listing_of_every_status_is_the_newest_wakes_newest_first)
+{
+    int64_t t = 1796634000000;
+    vigil_clock clock = {.now_ms = ticking_now, .user = &t};
+    char a[37], k[4][65], *text = NULL;
+    vigil_runtime *rt = open_on_clock("wake_api_list", &clock, "hybrid", a);
+    const char *said[] = {"one", "two", "three", "four"}, *session[] = {"s1", "s2", "s3", "s4"};
+    for (int i = 0; i < 4; i++)
+        ASSERT_OK(vigil_wake_agent(rt, a, said[i], session[i], k[i], E));
+    int was_queued = 0, ran = 0;
+    ASSERT_OK(vigil_run_cancel(rt, k[2], NULL, &was_queued, E)); /* the third: cancelled */
+    ASSERT_EQ(was_queued, 1);
+    ASSERT_OK(vigil_wake_process(rt, 1, &ran, E)); /* the oldest: completed */
+    ASSERT_EQ(ran, 1);
+    /* Now, oldest to newest: completed, queued, cancelled, queued. */
+    const char *agents[] = {a, NULL};
+    for (int g = 0; g < 2; g++) {
+        for (int limit = 1; limit <= 5; limit++) {
+            ASSERT_OK(vigil_wake_runs(rt, agents[g], NULL, limit, &text, E));
+            json_t *v = json_loads(text, 0, NULL);
+            vigil_free(text);
+            ASSERT_EQ((int)json_array_size(v), limit < 4 ? limit : 4);
+            for (int i = 0; i < (int)json_array_size(v); i++)
+                ASSERT_STREQ(
+                    json_string_value(json_object_get(json_array_get(v, (size_t)i), "run_key")),
+                    k[3 - i]);
+            ASSERT_STREQ(json_string_value(json_object_get(json_array_get(v, 0), "status")),
+                         "queued");
+            json_decref(v);
+        }
+    }
+    ASSERT_OK(vigil_wake_runs(rt, NULL, NULL, 4, &text, E));
+    ASSERT_CONTAINS(text, "\"status\":\"cancelled\"");
+    ASSERT_CONTAINS(text, "\"status\":\"completed\"");
+    vigil_free(text);
+    vigil_runtime_close(rt);
+}
+
 /* The wake-run log holds what launched a run and how it ended, and the run's key, which
  * names its journal; what the run said and did (its messages, tool calls, timeline and
  * projection) is in the journal alone. A dispatcher task's run is such a wake (its record keeps
@@ -389,5 +430,6 @@ int main(void)
     RUN(every_allocation_failure_ends_cleanly);
     RUN(a_program_clock_drives_timers_and_record_times);
     RUN(a_manual_wakes_key_and_time_are_one_reading_of_the_clock);
+    RUN(a_listing_of_every_status_is_the_newest_wakes_newest_first);
     return 0;
 }

@@ -232,53 +232,70 @@ static const struct {
     int status_moves;
     int ix22; /* from schema 22 (0: as before) */
     int ix23; /* from schema 23 (0: as before) */
+    int ix25; /* from schema 25 (0: as before) */
 } LEAN_KINDS[] = {
     /* Every kind is in (kind, owner, seq), (owner) or (owner, kind, ...): remove_owner deletes
      * through them. */
     /* journal: a run's (owner + k1); k2 a filter */
     {"journal", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0, 0,
-     0, 0, 0},
+     0, 0, 0, 0},
     /* message: a thread's (owner + k1); an agent's observations (owner + k2); by agent: verify */
     {"message", IX_AGENT | IX_AGENT_K2, IX_AGENT | IX_K2, IX_AGENT | IX_K2,
      IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation", 0, 0, 0, 0,
-     0, 0},
+     0, 0, 0},
     /* link: an end's targets (k1); by agent: verify */
     {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1,
-     IX_OWNER_SEQ | IX_K1, NULL, 1, 0, 0, 0, 0, 0},
+     IX_OWNER_SEQ | IX_K1, NULL, 1, 0, 0, 0, 0, 0, 0},
     /* run_tool_call: a run's (owner + k1) */
     {"run_tool_call", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0,
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL,
-     1, 1, 0, 0, 0, 0}, /* by id */
+     1, 1, 0, 0, 0, 0, 0}, /* by id */
     /* run: by agent, by status; all runs (k2 = "") */
     {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ,
-     IX_ALL & ~IX_SEQ, NULL, 1, 0, 0, 0, 0, 0},
+     IX_ALL & ~IX_SEQ, NULL, 1, 0, 0, 0, 0, 0, 0},
     {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL, 1,
-     1, 0, 0, 0, 0}, /* by id */
+     1, 0, 0, 0, 0, 0}, /* by id */
     /* Schema 9: a run's idempotency keys, read by id only, and an agent's change records, read
      * by agent (verify), go with the agent's other rows of a commit: each was an entry in five
      * indexes, two to three a run. */
-    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0, 0},
-    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0, 0},
+    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0, 0, 0},
+    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, 0, 0, 0},
     /* Schema 12: a task (owner "") is read by status (k1) and listed whole (seq); no query
      * names its owner or k2 (an agent kind), and (kind, owner, seq) stays for remove_owner.
      * Each status move rewrote its (kind, owner, k1) entry too, three to four a task. */
     {"task", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_OWNER_SEQ | IX_K1 | IX_SEQ, 1,
-     0, 0},
+     0, 0, 0},
     /* Schema 12: a wake is read by agent and status, by status, by agent and listed whole;
-     * no query names its k2 (the reason), an entry each wake's insert wrote. */
-    {"wake_run", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_ALL & ~IX_K2, 1, 0, 0},
+     * no query names its k2 (the reason), an entry each wake's insert wrote. Schema 25: it is
+     * in (owner, kind, k1, seq, id) and (kind, k1, seq, id) only, two entries a wake's insert
+     * where there were four (a task's start, a child's start). Its queries by agent and status
+     * and by status are served as before; by agent alone, it is the agent's wakes in (owner,
+     * kind, ...) sorted, and listed whole, its wakes in the status index sorted (both bounded by
+     * the wake log's retention; vigil_wake_runs' listings read each status apart, newest
+     * first, src/runtime/wake_api.c). remove_owner finds it by owner (IX_AGENT). */
+    {"wake_run", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_ALL & ~IX_K2, 1, 0, 0,
+     IX_AGENT | IX_K1},
     /* Schema 22: an agent's lease is read by id and counted by holder (k1); its holder and its
      * expiry (seq, which every index ends in) move at every claim, renewal and release, and
      * each such write rewrote its entry in all five indexes. remove_owner finds it by owner. */
-    {"agent_lease", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, IX_OWNER | IX_K1, 0},
+    {"agent_lease", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0, IX_OWNER | IX_K1, 0,
+     0},
     /* Schema 23: multi-device sync's log (src/sync/capture.c), one entry a synced write, is read
      * by host and number (k1, seq) and by id; its owner is always "", so remove_owner never
      * looks for it. Each entry was a row in every index: five pages more a commit of a synced
      * store. A record's clock (sync_clock) is read by id only and rewritten at each write of
      * its record; remove_owner finds it by owner. */
-    {"sync_log", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 1, 0, 0, 0, IX_K1},
-    {"sync_clock", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 1, 1, 0, 0, 0, IX_OWNER},
+    {"sync_log", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 1, 0, 0, 0, IX_K1, 0},
+    {"sync_clock", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 1, 1, 0, 0, 0, IX_OWNER, 0},
+    /* Hot, no index change: an agent's wake counter (S3-021, rewritten at each of its wakes'
+     * enqueues) and the task graph's stamp (src/orch/graph.c, rewritten by every transaction
+     * that writes tasks) are rows made once and rewritten at most commits of the dispatcher and
+     * of the wakes' enqueues. Made at their own moments, each sat on a leaf of its own among
+     * the rows of that moment (a task's, a wake's), so a task's start wrote both leaves again;
+     * at the left end they share one with the other hot rows. */
+    {"wake_count", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 1, 1, 0, 0, 0, 0, 0},
+    {"task_graph", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 1, 1, 0, 0, 0, 0, 0},
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -299,6 +316,7 @@ static int kind_slot(const char *kind)
 static int slot_ix(int slot, int schema)
 {
     return !slot                                       ? IX_ALL
+           : schema >= 25 && LEAN_KINDS[slot - 1].ix25 ? LEAN_KINDS[slot - 1].ix25
            : schema >= 23 && LEAN_KINDS[slot - 1].ix23 ? LEAN_KINDS[slot - 1].ix23
            : schema >= 22 && LEAN_KINDS[slot - 1].ix22 ? LEAN_KINDS[slot - 1].ix22
            : schema >= 12 && LEAN_KINDS[slot - 1].ix12 ? LEAN_KINDS[slot - 1].ix12
@@ -466,6 +484,12 @@ static const char *const migrations[] = {
     /* 23: multi-device sync's log entries and record clocks leave the indexes their queries do
      * not use (LEAN_KINDS); migrate() moves the stored rows over. */
     ("SELECT 1;"),
+    /* 24: reserved for a step made on another branch at the same time (a step's messages in
+     * one row); nothing here. */
+    ("SELECT 1;"),
+    /* 25: wakes leave (kind, owner, seq, id), (kind, owner, k1, seq, id) and (kind, seq, id)
+     * for (owner, kind, k1, seq, id) (LEAN_KINDS); the stored rows move in this step. */
+    ("UPDATE records SET ix = 64 | 4 WHERE kind = 'wake_run' AND ix <> (64 | 4);"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
