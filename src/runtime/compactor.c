@@ -17,6 +17,7 @@
  */
 #include "base/common.h"
 
+#include "memory/loop_adapter.h"
 #include "runtime/runtime_int.h"
 
 #include <pthread.h>
@@ -103,6 +104,13 @@ static struct vg_compactor *compactor_start(vigil_runtime *rt)
 
 void vg_runtime_compact_soon(vigil_runtime *rt)
 {
+    /* Most runs leave nothing to do: a look (the reads the pass would begin with) spares them
+     * a thread, and a one-shot command a second runtime. */
+    int waiting = 1;
+    vigil_error ignore = {0};
+    if (!rt->memory || !rt->model ||
+        (vg_memory_loop_work_waiting(rt->memory, &waiting, &ignore) == VIGIL_OK && !waiting))
+        return;
     if (!rt->compactor && store_shareable(rt))
         rt->compactor = compactor_start(rt);
     struct vg_compactor *c = rt->compactor;
