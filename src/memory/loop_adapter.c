@@ -59,6 +59,30 @@ vigil_code vg_memory_loop_embed_pending(struct vg_memory_loop *ml, int max, int 
     return rc;
 }
 
+static int found_one(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 1;
+}
+
+vigil_code vg_memory_loop_work_waiting(struct vg_memory_loop *ml, int *waiting, vigil_error *err)
+{
+    /* What vg_compact_claim takes (pending, or running past its lease) and embed_pending reads. */
+    int64_t now = vg_env_now(ml->env);
+    struct vg_query q[] = {
+        {.kind = "compaction_job", .k2 = "pending", .has_seq_max = 1, .seq_max = now, .limit = 1},
+        {.kind = "compaction_job", .k2 = "running", .has_seq_max = 1, .seq_max = now, .limit = 1},
+        {.kind = "memory_embed_todo", .limit = 1}};
+    *waiting = 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(q) && !*waiting; i++) {
+        vigil_code rc = vg_store_scan(ml->env->store, &q[i], found_one, waiting, err);
+        if (rc)
+            return rc;
+    }
+    return VIGIL_OK;
+}
+
 /* The default session already got its system message when the person decided; other threads
  * learn of it at their next run. */
 static int is_default_session(const char *agent_id, const char *thread_id)

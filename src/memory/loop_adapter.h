@@ -32,5 +32,9 @@ void vg_memory_loop_hold(struct vg_memory_loop *ml, vg_compact_hold_fn hold);
  * commit. *ran (may be NULL) gets how many ran. */
 vigil_code vg_memory_loop_compact(struct vg_memory_loop *ml, struct vg_model *model, int max,
                                   void *hold_user, int *ran, vigil_error *err);
+/* *waiting 1 when a pass (vg_memory_loop_compact, vg_memory_loop_embed_pending) has something
+ * to do now: a compaction job ready to claim, or a block waiting for its vector. Reads only:
+ * the runtime looks before it wakes a thread for the pass. */
+vigil_code vg_memory_loop_work_waiting(struct vg_memory_loop *ml, int *waiting, vigil_error *err);
 
 #endif

@@ -86,6 +86,12 @@ vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err)
     return ensure_model(rt, err);
 }
 
+vigil_code vg_runtime_prepare_memory(vigil_runtime *rt, vigil_error *err)
+{
+    vigil_code rc = ensure_model(rt, err);
+    return rc ? rc : ensure_memory(rt, err);
+}
+
 vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err)
 {
     vigil_code rc;
@@ -440,9 +446,10 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
     if (!rc && turn_key && (res.end == VG_LOOP_COMPLETED || res.end == VG_LOOP_SOFT_STOPPED))
         keep_keyed_outcome(rt, agent_id, run_key, text, *out_json);
     vg_loop_result_release(&res);
-    /* After the turn, not during it: summarize what grew past its budget. */
+    /* After the turn, and not in its time: what grew past its budget is summarized by the
+     * runtime's compactor, while the caller has the answer already (compactor.c). */
     if (rc == VIGIL_OK)
-        vg_runtime_after_run(rt);
+        vg_runtime_compact_soon(rt);
     return rc;
 }
 

@@ -52,6 +52,17 @@ vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err);
  * epoch (a wake's run before its finish), and that agent's jobs commit under it. */
 void vg_runtime_after_run(vigil_runtime *rt);
 void vg_runtime_after_run_of(vigil_runtime *rt, const char *agent_id, int64_t epoch);
+/* The model and the memory manager from config, without the tools (what compaction needs). */
+vigil_code vg_runtime_prepare_memory(vigil_runtime *rt, vigil_error *err);
+/* After a run has ended (its lease given back): ask for a compaction pass and return at once;
+ * a thread of the runtime's own does it on a runtime of its own (compactor.c), so the caller's
+ * next run does not wait for a summarizer. A store no second connection can open (":memory:"):
+ * the pass runs here, as vg_runtime_after_run. */
+void vg_runtime_compact_soon(vigil_runtime *rt);
+/* Wait until no pass asked for is due or under way (vigil_runtime_close does, then stops the
+ * thread with vg_runtime_compactor_stop). */
+void vg_runtime_compact_settle(vigil_runtime *rt);
+void vg_runtime_compactor_stop(vigil_runtime *rt);
 
 /*
  * The public API's check of an agent argument, before anything is read for it or written:

@@ -13,6 +13,7 @@ struct vg_config;
 struct vg_memory_loop;
 struct vg_mcp_set;
 struct vg_manifest_tools;
+struct vg_compactor;
 
 struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
@@ -50,7 +51,8 @@ struct vigil_runtime {
     int kept_counts_valid;
     int64_t kept_counts[6];
     struct vg_store_change_mark kept_counts_marks[2];
-    int64_t retention_last_ms; /* the daemon's last prune (retention.c), 0: none yet */
+    int64_t retention_last_ms;      /* the daemon's last prune (retention.c), 0: none yet */
+    struct vg_compactor *compactor; /* compactor.c: started by the first pass asked for */
 };
 
 /* The dispatcher's judge (judge.c): env.task_judge_* set on rt. */

@@ -354,9 +354,6 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                 "no call ran (raise model.max_tokens)");
         outcome = VG_WAKE_FAILED;
     }
-    /* Compaction under the run's lease: before the end, which may release it (a task's). */
-    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED || outcome == VG_WAKE_STOPPED)
-        vg_runtime_after_run_of(rt, job->agent_id, job->epoch);
     int finished = 0;
     if (outcome != VG_WAKE_INTERRUPTED &&
         (rc = child_ended(env, job, &res, outcome, sc.cancelled, error_text, &finished)))
@@ -375,8 +372,18 @@ static vigil_code loop_check(struct vg_wake_runner *r, struct vg_env *env, vigil
     return rt ? vg_runtime_prepare_model(rt, err) : VIGIL_OK;
 }
 
-static const struct vg_wake_runner_methods loop_methods = {1,        "loop", 0,
-                                                           loop_run, NULL,   loop_check};
+/* Compaction the run made due, once its end is committed and its lease given back: by the
+ * runtime's compactor, so the worker's next run does not wait for a summarizer (S0-033). */
+static void loop_after(struct vg_wake_runner *r, struct vg_env *env)
+{
+    vigil_runtime *rt = vg_runtime_from_env(env);
+    (void)r;
+    if (rt)
+        vg_runtime_compact_soon(rt);
+}
+
+static const struct vg_wake_runner_methods loop_methods = {1,    "loop",     0,         loop_run,
+                                                           NULL, loop_check, loop_after};
 static struct vg_wake_runner loop_runner = {&loop_methods};
 
 struct vg_wake_runner *vg_wake_runner_loop(void)

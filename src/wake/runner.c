@@ -97,6 +97,8 @@ vigil_code vg_wake_run_one(struct vg_wake *w, struct vg_wake_runner *r, struct v
     w->last_outcome = o;
     snprintf(w->last_error, sizeof w->last_error, "%s", etext.data);
     vg_buf_release(&etext);
+    if (r->methods->after)
+        r->methods->after(r, w->env);
     return rc;
 }
 

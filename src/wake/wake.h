@@ -469,6 +469,10 @@ struct vg_wake_runner_methods {
     /* Optional: called once before the daemon serves, on its own runtime's env. A failure stops
      * `vigil serve` at start with that error instead of failing every wake after it. */
     vigil_code (*check)(struct vg_wake_runner *r, struct vg_env *env, vigil_error *err);
+    /* Optional: called once a run's end is committed and its lease given back, on the env it
+     * ran on: best-effort work the run made due, which must not hold up the worker's next run
+     * (the agent loop's: compaction, handed to a thread of the runtime's own). */
+    void (*after)(struct vg_wake_runner *r, struct vg_env *env);
 };
 
 struct vg_wake_runner {

@@ -54,7 +54,8 @@ static enum vg_wake_outcome echo_run(struct vg_wake_runner *r, struct vg_env *en
     return VG_WAKE_COMPLETED;
 }
 
-static const struct vg_wake_runner_methods echo_methods = {1, "echo", 0, echo_run, NULL, NULL};
+static const struct vg_wake_runner_methods echo_methods = {1,    "echo", 0,   echo_run,
+                                                           NULL, NULL,   NULL};
 static struct vg_wake_runner echo_runner = {&echo_methods};
 
 /* ---- test ------------------------------------------------------------------------------------ */
@@ -124,8 +125,8 @@ static void test_destroy(struct vg_wake_runner *r)
     vg_free(r);
 }
 
-static const struct vg_wake_runner_methods test_methods = {1,        "test",       0,
-                                                           test_run, test_destroy, NULL};
+static const struct vg_wake_runner_methods test_methods = {1,    "test", 0, test_run, test_destroy,
+                                                           NULL, NULL};
 
 /* The runners of tests/helpers/wake_runners.h by description; ENOTFOUND for another one. */
 static vigil_code test_runner_new(const char *desc, struct vg_wake_runner **out, vigil_error *err)

@@ -1429,7 +1429,10 @@ static json_t *wake_of(struct test_rt *t, const char *agent, const char *status)
 /* Interaction modes: an autonomous agent runs when its triggers wake it, an interactive one in
  * the sessions a person starts, a hybrid one both. A batch its subscription matches and a timer
  * of its coming due wake the autonomous and the hybrid agent, and not the interactive one: its
- * trigger is logged as skipped, saying why; a person's turn wakes the interactive agent. */
+ * trigger is logged as skipped, saying why; a person's turn wakes the interactive agent. A
+ * person's turn to an autonomous agent is taken too (docs/wakes.md, "Interaction modes": a
+ * task agent's chat), in its session's thread beside the trigger's run; each agent runs what it
+ * took, then is idle. proves: S0-092 */
 TEST(an_interactive_agent_is_woken_by_a_person_not_by_its_triggers)
 {
     struct test_rt t;
@@ -1485,7 +1488,27 @@ TEST(an_interactive_agent_is_woken_by_a_person_not_by_its_triggers)
     ASSERT_OK(vg_wake_enqueue(&w, &turn, key, &res, E));
     ASSERT_EQ(res, VG_ENQ_NEW);
     ASSERT_EQ(count_runs(&t, agents[1], "queued"), 1);
+    /* A person's turn to the autonomous agent: its own run, not merged into the trigger's. */
+    turn.agent_id = agents[0];
+    ASSERT_OK(vg_wake_enqueue(&w, &turn, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    ASSERT_EQ(count_runs(&t, agents[0], "queued"), 2);
     json_decref(seed);
+    /* Each runs what it took, then sleeps: idle, no run under way. */
+    struct vg_wake_runner *r = NULL;
+    int ran = 0;
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &r, E));
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    ASSERT_EQ(ran, 4); /* autonomous: trigger and turn; interactive: turn; hybrid: trigger */
+    int completed[] = {2, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(count_runs(&t, agents[i], "completed"), completed[i]);
+        json_t *rt = NULL;
+        ASSERT_OK(vg_runtime_state_get(t.env, agents[i], &rt, NULL, E));
+        ASSERT_STREQ(js(rt, "run_status"), "idle");
+        json_decref(rt);
+    }
+    vg_wake_runner_free(r);
     vg_wake_release(&w);
     test_rt_close(&t);
 }
