@@ -970,6 +970,12 @@ vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *
     return me.rc;
 }
 
+static int ended_status(const char *status)
+{
+    return status &&
+           (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
+}
+
 vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,
                                 const char *agent, vigil_error *err)
 {
@@ -988,6 +994,14 @@ vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const c
                              VG_PUT_IF_ABSENT, err);
     if (!rc)
         rc = vg_task_get(env, id, &t, &v, err);
+    /* A task that has ended stays ended (its dependents went on or were cancelled with it): a
+     * re-run that would change nothing is refused, saying how to redo it (trial L7). */
+    if (!rc && ended_status(jstr(t, "status")))
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "run %.16s is the run of task %s, which has ended (%s): a re-run would not "
+                     "reopen it or what it blocks; add the task again with `vigil task add "
+                     "--title ...` (POST /v1/tasks)",
+                     old_key, id, jstr(t, "status"));
     if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
         !strcmp(jstr(t, "run_key"), old_key)) {
         if (!(patch = json_pack("{s:s}", "run_key", new_key)))

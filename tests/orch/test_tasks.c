@@ -360,6 +360,41 @@ TEST(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot)
     test_rt_close(&t);
 }
 
+/* A re-run of the run of a task that has ended would change nothing (the task stays ended, and
+ * what it blocks was cancelled with it): it is refused, naming `vigil task add`, and nothing is
+ * queued (trial L7). */
+TEST(rerunning_the_run_of_an_ended_task_is_refused_naming_task_add)
+{
+    struct test_rt t;
+    char a[37], c[37], w[37], rerun[65], key[65];
+    vigil_error err = {0};
+    test_rt_open(&t, "task_rerun_ended");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    int started = 0, queued = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    json_t *ta = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &ta, NULL, E));
+    snprintf(key, sizeof key, "%s", jstr(ta, "run_key"));
+    json_decref(ta);
+    ASSERT_OK(vigil_run_cancel(t.rt, key, NULL, &queued, E));
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    int64_t before = 0, after = 0;
+    struct vg_query all = {.kind = "wake_run"};
+    ASSERT_OK(vg_store_count(t.env->store, &all, &before, E));
+    ASSERT_CODE(VIGIL_ESTATE, vigil_run_rerun(t.rt, key, "again", rerun, &err));
+    ASSERT(strstr(err.message, "has ended (cancelled)") != NULL);
+    ASSERT(strstr(err.message, "vigil task add") != NULL);
+    ASSERT_OK(vg_store_count(t.env->store, &all, &after, E));
+    ASSERT_EQ(after, before); /* nothing queued */
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    ASSERT_STREQ(status(&t, c), "cancelled");
+    test_rt_close(&t);
+}
+
 /* Runs that ended together: their tasks move on, what they unblock becomes ready, and the
  * freed slots are refilled in one call, spread over the agents by load; an end that is not a
  * task's run is ignored. */
@@ -1349,6 +1384,7 @@ int main(void)
     RUN(cancelling_a_running_task_stops_its_run);
     RUN(task_counts_follow_every_writer_while_kept_between_calls);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
+    RUN(rerunning_the_run_of_an_ended_task_is_refused_naming_task_add);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction);
     RUN(a_tasks_run_end_and_its_wakes_finish_are_one_transaction);
