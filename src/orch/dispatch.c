@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "base/jscan.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
@@ -290,6 +291,15 @@ void vg_task_pool_charge(struct vg_task_pool *p, const char *agent, int delta)
  * the task's kind any more, writes nothing either (refuse_quietly): *refused 1, ESTATE. In the
  * round's flat transaction (vg_store_begin_flat: no savepoint a task, PERF.md Session 27) any
  * failure rolls the whole round back; inside a caller's transaction the level is a savepoint. */
+/* A retry's wake waits out the backoff its failed attempt set (task_ended); 0 otherwise. */
+static int64_t retry_not_before(json_t *task, int64_t attempt)
+{
+    json_t *retry = json_object_get(task, "retry");
+    if (!retry || vg_orch_jint(retry, "after_attempt") != attempt - 1)
+        return 0;
+    return vg_orch_jint(retry, "not_before_ms");
+}
+
 static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
                                json_t *task, const char *agent, char key[65], int *refused,
                                vigil_error *err)
@@ -326,7 +336,8 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
                             .seed_input = seed,
                             .kind = kind && *kind ? kind : NULL,
                             .refuse_quietly = 1,
-                            .run_key = key};
+                            .run_key = key,
+                            .not_before_ms = retry_not_before(task, attempt)};
     vigil_code rc = seed ? vg_store_begin(env->store, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
     if (rc)
@@ -650,6 +661,40 @@ static json_t *result_patch(const char *text)
     return p;
 }
 
+/* The wait before a failed task's next attempt (trial L10: retries back to back spent all of
+ * them on a model outage of a second): VG_TASK_RETRY_BASE_MS doubled each attempt up to
+ * VG_TASK_RETRY_MAX_MS, of which the second half is jitter drawn from the task's id and attempt
+ * (tasks failed together by one outage do not all come back at one instant; the same task's
+ * wait is the same on every process, so a re-recorded end writes the same). */
+int64_t vg_task_retry_backoff_ms(const char *task_id, int64_t attempt)
+{
+    int64_t delay = VG_TASK_RETRY_BASE_MS;
+    for (int64_t i = 1; i < attempt && delay < VG_TASK_RETRY_MAX_MS; i++)
+        delay *= 2;
+    delay = VG_MIN(delay, VG_TASK_RETRY_MAX_MS);
+    char n[24], hex[VG_SHA256_HEX_LEN + 1];
+    snprintf(n, sizeof n, "%lld", (long long)attempt);
+    const char *parts[] = {task_id ? task_id : "", n};
+    vg_sha256_hex_parts(hex, parts, 2);
+    hex[8] = '\0'; /* 32 bits of it are plenty */
+    uint64_t draw = strtoull(hex, NULL, 16);
+    return delay / 2 + (int64_t)(draw % (uint64_t)(delay / 2 + 1));
+}
+
+/* A failed attempt's retry, kept in the task: when its next attempt may start (its wake waits
+ * until then), how long that is, and the failure it follows. */
+static int retry_patch(struct vg_env *env, json_t *p, json_t *t, const char *text)
+{
+    int64_t attempt = vg_orch_jint(t, "attempts");
+    int64_t backoff = vg_task_retry_backoff_ms(jstr(t, "id"), attempt);
+    size_t n = strlen(text);
+    return json_object_set_new(p, "retry",
+                               json_pack("{s:I, s:I, s:I, s:s%}", "after_attempt",
+                                         (json_int_t)attempt, "backoff_ms", (json_int_t)backoff,
+                                         "not_before_ms", (json_int_t)(vg_env_now(env) + backoff),
+                                         "error", text, n > 500 ? (size_t)500 : n));
+}
+
 static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
                              const struct vg_orch_outcome *o, vigil_error *err)
 {
@@ -668,13 +713,17 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
         if (!rc)
             rc = vg_task_after_failed(env, id, "a task it waits for was cancelled", err);
     } else if (vg_orch_jint(t, "attempts") <= VG_TASK_MAX_RETRIES) {
-        /* a retry, which a configured judge may call off first (judge.c: triage) */
-        if (env->task_judge_on && env->task_judge_on(env->task_judge_user) &&
-            json_object_set_new(p, "triage",
-                                json_pack("{s:b, s:I, s:s%, s:s}", "pending", 1, "attempt",
-                                          (json_int_t)vg_orch_jint(t, "attempts"), "error", text,
-                                          strlen(text) > 500 ? (size_t)500 : strlen(text), "agent",
-                                          jstr(t, "agent") ? jstr(t, "agent") : "")))
+        /* a retry after its backoff, which a configured judge may call off first (judge.c:
+         * triage) */
+        if (retry_patch(env, p, t, text))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
+        else if (env->task_judge_on && env->task_judge_on(env->task_judge_user) &&
+                 json_object_set_new(p, "triage",
+                                     json_pack("{s:b, s:I, s:s%, s:s}", "pending", 1, "attempt",
+                                               (json_int_t)vg_orch_jint(t, "attempts"), "error",
+                                               text,
+                                               strlen(text) > 500 ? (size_t)500 : strlen(text),
+                                               "agent", jstr(t, "agent") ? jstr(t, "agent") : "")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
         else
             rc = vg_task_transition(env, id, "running", "ready", v, p, err);

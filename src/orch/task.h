@@ -24,6 +24,10 @@
 
 #define VG_TASK_SLOTS_DEFAULT 4
 #define VG_TASK_MAX_RETRIES 2
+/* A failed task's next attempt waits VG_TASK_RETRY_BASE_MS, doubled each attempt up to
+ * VG_TASK_RETRY_MAX_MS, half of it jitter (vg_task_retry_backoff_ms). */
+#define VG_TASK_RETRY_BASE_MS 2000
+#define VG_TASK_RETRY_MAX_MS 60000
 #define VG_TASK_MAX_TAGS 16
 #define VG_TASK_SELECTION "rule: kind and tags, then load, then id"
 #define VG_TASK_SELECTION_JUDGE "judge: the model's answer (see judgement)"
@@ -40,6 +44,10 @@ void vg_task_run_key(char out[65], const char *task_id, int64_t attempt);
 /* t (a task's body as stored, with "id", "status", "attempts") stored pending or ready whose
  * next attempt's wake exists: set running, with the wake's agent, run key and attempt. */
 vigil_code vg_task_derive_running(struct vg_env *env, json_t *t, vigil_error *err);
+
+/* The backoff before the attempt after `attempt` (1, 2, ...) of a task failed, in ms:
+ * exponential with a cap, half of it jitter drawn from the task id and attempt. */
+int64_t vg_task_retry_backoff_ms(const char *task_id, int64_t attempt);
 
 /* A new task that blocks each of blocks[0..n) (their ids); tags[0..n_tags), at most
  * VG_TASK_MAX_TAGS, are what its agent's manifest `tags` must all hold. *out_id 37 bytes.

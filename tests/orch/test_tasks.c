@@ -817,6 +817,7 @@ TEST(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it)
     vg_task_run_key(k2, a, 2);
     run_key_of(&t, a, k1);
     ASSERT_STREQ(k1, k2);
+    vg_test_clock_advance(&t.clock, VG_TASK_RETRY_BASE_MS); /* its backoff */
     claim_and_finish(&t, k2);
     complete(t.env, k2);
     ASSERT_OK(vg_env_get_json(t.env, "task", a, &v, NULL, E)); /* as stored */
@@ -871,6 +872,7 @@ TEST(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt)
         claim_and_finish(&t, key);
         struct vg_orch_outcome failed = {.status = "failed", .text = "no"};
         ASSERT_OK(vg_task_run_ended(t.env, NULL, key, &failed, E)); /* a retry: attempt 2 */
+        vg_test_clock_advance(&t.clock, VG_TASK_RETRY_BASE_MS);     /* after its backoff */
     }
     char big[32];
     vg_task_attempt_turn(big, 12345678901234LL);
