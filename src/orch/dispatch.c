@@ -489,8 +489,63 @@ static vigil_code rounds(struct vg_env *env, struct vg_wake *w, int slots, int *
     return rc;
 }
 
+static vigil_code dispatch_rounds(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                                  vigil_error *err);
+
+/* The dispatcher's cap record is its mark of having been started on this store: put (at the
+ * default cap) by the first dispatch a person asks for, it tells a daemon to dispatch tasks
+ * added later by itself (vg_task_dispatch_added). */
+static vigil_code mark_started(struct vg_env *env, vigil_error *err)
+{
+    json_t *b = json_pack("{s:i}", "slots", VG_TASK_SLOTS_DEFAULT);
+    vigil_code rc =
+        b ? vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, VG_PUT_IF_ABSENT, err)
+          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
+    json_decref(b);
+    return rc;
+}
+
+static int found_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 1;
+}
+
+vigil_code vg_task_dispatch_added(struct vg_env *env, struct vg_wake *w, int64_t *seen,
+                                  vigil_error *err)
+{
+    int64_t rev = 0;
+    int outside = 0, started = 0;
+    vigil_error miss = {0};
+    vigil_code rc = vg_task_graph_stamp(env, &rev, &outside, err);
+    if (rc || rev == *seen)
+        return rc;
+    *seen = rev;
+    if (!outside) /* a dispatch round wrote it last: it filled the slots it could */
+        return VIGIL_OK;
+    rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, "task_slots", "default", found_cb, &started, &miss));
+    if (rc == VIGIL_ENOTFOUND || (!rc && !started)) /* never dispatched: a graph being built */
+        return VIGIL_OK;
+    if (!rc)
+        rc = dispatch_rounds(env, w, 0, NULL, err);
+    if (rc == VIGIL_ECONFLICT) { /* another dispatcher started them first: look again */
+        *seen = 0;
+        return VIGIL_OK;
+    }
+    return rc;
+}
+
 vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
                             vigil_error *err)
+{
+    vigil_code rc = mark_started(env, err);
+    return rc ? rc : dispatch_rounds(env, w, slots, started, err);
+}
+
+static vigil_code dispatch_rounds(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                                  vigil_error *err)
 {
     struct vg_wake own;
     json_t *judge = json_array();

@@ -294,6 +294,15 @@ static vigil_code stamp_take(struct vg_env *env, struct stamp *s, vigil_error *e
     return rc ? rc : stamp_read(env, s, err);
 }
 
+vigil_code vg_task_graph_stamp(struct vg_env *env, int64_t *rev, int *outside, vigil_error *err)
+{
+    struct stamp s = {0};
+    vigil_code rc = stamp_read(env, &s, err);
+    *rev = s.rev;
+    *outside = s.rev && !s.tag[0];
+    return rc;
+}
+
 /* Only the lock: a stamp not written yet is written by the transaction's stamp_take. */
 vigil_code vg_task_graph_lock(struct vg_env *env, vigil_error *err)
 {

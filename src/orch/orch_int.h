@@ -194,6 +194,10 @@ vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err);
  * stamp and the tasks in one order. Nothing to lock while the stamp was never written. */
 vigil_code vg_task_graph_lock(struct vg_env *env, vigil_error *err);
 void vg_task_graph_drop(struct vg_env *env);
+/* The graph's stamp as stored, outside a transaction: its revision (0: never written) and
+ * whether its last writer was outside every dispatcher's view (*outside 1: a task added, an
+ * edge, a cancel; 0: a dispatch round or a run's end, which dispatched in it). */
+vigil_code vg_task_graph_stamp(struct vg_env *env, int64_t *rev, int *outside, vigil_error *err);
 int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node);
 vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_error *err);
 /* Move node i (its body and version) to `to`, patch merged in; a write of the transaction. */

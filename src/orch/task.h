@@ -80,6 +80,14 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err);
  */
 vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
                             vigil_error *err);
+/* A daemon's look for tasks added while it runs (trial L9), each second or so: when the graph's
+ * stamp moved since *seen and its last writer was outside every dispatcher (a task added, an
+ * edge, a cancel: `vigil task add`, POST /v1/tasks), a dispatch round starts what is ready, as
+ * `vigil task dispatch` would. Only once the dispatcher was started on the store (one `vigil
+ * task dispatch`), so a graph built before it starts nothing half-built. A start another
+ * dispatcher won (another daemon) is not an error: the next look tries again. */
+vigil_code vg_task_dispatch_added(struct vg_env *env, struct vg_wake *w, int64_t *seen,
+                                  vigil_error *err);
 /* A run ended: when it worked on a task, the task is done (or retried, or failed, its
  * dependents cancelled), its dependents that became ready are marked so, and the dispatcher
  * fills the freed slot. Not a task's run: nothing. */

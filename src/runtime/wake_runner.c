@@ -11,6 +11,7 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "orch/orch.h"
+#include "orch/task.h"
 #include "runtime/recover.h"
 #include "runtime/runtime_int.h"
 #include "runtime/retention.h"
@@ -423,12 +424,15 @@ static int host_runs_may_interleave(vigil_runtime *rt)
     return !rt->model || !(vg_model_caps(rt->model) & VG_MODEL_CAP_SERIAL);
 }
 
-/* High-risk children whose approval expired unanswered are denied, their parents woken; runs
- * past their deadline are cancelled (watchdog.c); what is past its retention is pruned
+/* High-risk children whose approval expired unanswered are denied, their parents woken; tasks
+ * added since the last look are dispatched (orch/task.h: vg_task_dispatch_added); runs past
+ * their deadline are cancelled (watchdog.c); what is past its retention is pruned
  * (retention.c). */
 static vigil_code host_sweep(struct vg_env *env, struct vg_wake *w, vigil_error *err)
 {
     vigil_code rc = vg_orch_approvals_sweep(env, w, NULL, err);
+    if (!rc) /* tasks added while it runs start by themselves (trial L9) */
+        rc = vg_task_dispatch_added(env, w, &env->task_stamp_seen, err);
     if (!rc)
         rc = vg_runtime_watchdog(env, NULL, err);
     return rc ? rc : vg_runtime_retention_tick(env, err); /* at retention.interval */
