@@ -759,7 +759,9 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
     vigil_code rc;
     if (!p)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
-    if (!strcmp(o->status, "completed")) {
+    if (!strcmp(o->status, "completed") && o->in_doubt) { /* not done until settled */
+        rc = vg_task_hold_in_doubt(env, t, v, p, o->in_doubt, err);
+    } else if (!strcmp(o->status, "completed")) {
         /* t was read in this transaction; what it blocks is ready by derivation now */
         rc = vg_task_move(env, t, v, "done", p, err);
     } else if (!strcmp(o->status, "cancelled")) { /* a person stopped it: no retry */
@@ -849,6 +851,11 @@ static vigil_code task_of_run(struct vg_env *env, const char *run_key, char task
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 
+vigil_code vg_task_of_run(struct vg_env *env, const char *run_key, char id[101], vigil_error *err)
+{
+    return task_of_run(env, run_key, id, err);
+}
+
 /* One run's end, in the caller's transaction: its task moves on, and what that unblocks. */
 static vigil_code end_one(struct vg_env *env, const char *task_id, const char *run_key,
                           const struct vg_orch_outcome *o, vigil_error *err)
@@ -874,7 +881,7 @@ static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const ch
     const char *text = e->outcome->text ? e->outcome->text : "";
     vigil_code rc = resync(env, g, err);
     if (rc || !(*g)->valid || !vg_task_graph_find_run(*g, e->run_key, &i) ||
-        strcmp(e->outcome->status, "completed"))
+        strcmp(e->outcome->status, "completed") || e->outcome->in_doubt)
         return rc ? rc : end_one(env, task_id, e->run_key, e->outcome, err);
     json_t *p = result_patch(text);
     vg_task_pool_charge(&(*g)->pool, jstr((*g)->node[i].body, "agent"), -1); /* wake over */

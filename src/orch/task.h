@@ -8,7 +8,7 @@
  * transition is a compare-and-swap on the task's revision (its version). docs/orchestration.md.
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
- *   task       id=uuid      owner=""  k1=pending|ready|running|done|failed|cancelled
+ *   task       id=uuid      owner=""  k1=pending|ready|running|attention|done|failed|cancelled
  *                           k2=kind ("" for any)  seq=created ms  (k1 pending with every
  *                           blocker done reads as ready: task.c derive_ready; k1
  *                           pending or ready with its next attempt's wake reads as
@@ -103,6 +103,13 @@ struct vg_task_end {
 };
 vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
                               size_t n, vigil_error *err);
+
+/* A person answered an in-doubt call of agent's run run_key (vigil indoubt resolve): when the
+ * run's task waits in `attention` and no call of the run is in doubt any more, it is done (every
+ * call applied) or, a call not applied, tried again (or failed, its retries spent). Not a
+ * task's run, or a task not waiting: nothing. docs/orchestration.md. */
+vigil_code vg_task_doubt_settled(struct vg_env *env, const char *agent, const char *run_key,
+                                 vigil_error *err);
 
 /* A re-run (new_key) of a task's run (old_key): the task waits for it instead when it was
  * waiting for the old one, so the re-run's end settles it. Not a task's run: nothing. */
