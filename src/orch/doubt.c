@@ -19,8 +19,8 @@ static const char *jstr(json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-vigil_code vg_task_hold_in_doubt(struct vg_env *env, json_t *t, int64_t v, json_t *patch,
-                                 int calls, vigil_error *err)
+vigil_code vg_task_hold_in_doubt(struct vg_env *env, json_t *t, int64_t v, json_t *patch, int calls,
+                                 vigil_error *err)
 {
     const char *key = jstr(t, "run_key");
     json_t *d = json_pack("{s:s, s:i, s:I}", "run_key", key ? key : "", "calls", calls, "since_ms",
@@ -62,8 +62,7 @@ static vigil_code settle(struct vg_env *env, json_t *t, int64_t v, const struct 
         json_object_set_new(p, "reason", json_string("a call of its run did not take effect"));
         rc = vg_task_move(env, t, v, "ready", p, err);
     } else if (!rc) {
-        json_object_set_new(p, "reason",
-                            json_string("a call of its last run did not take effect"));
+        json_object_set_new(p, "reason", json_string("a call of its last run did not take effect"));
         rc = vg_task_move(env, t, v, "failed", p, err);
         if (!rc)
             rc = vg_task_after_failed(env, id, "a task it waits for failed", err);

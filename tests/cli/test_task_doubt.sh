@@ -12,6 +12,7 @@
 # U. Neither task runs twice. Also: `task list` and `task show` name the agent (L11), and a
 # re-run of an ended task's run is refused naming `vigil task add` (L7).
 # The waits poll real progress; no assertion depends on timing.
+# proves: S2-031
 source "$(dirname "$0")/lib.sh" "$1"
 unset VIGIL_WAKE_RUNNER
 export VIGIL_MODEL_PROVIDER=scripted

@@ -965,6 +965,7 @@ static void *looker_main(void *arg)
 /* Two daemons on one PostgreSQL store look for added tasks at once: each task added is started
  * once (its attempt's run key is taken by one start; the other's round gives way). Run only with
  * VIGIL_PG_URI set. */
+/* proves: S2-036 */
 TEST(two_daemons_looking_for_added_tasks_start_each_once)
 {
     const char *uri = getenv("VIGIL_PG_URI");
