@@ -19,7 +19,7 @@ static const char task_help[] =
     "                                 start ready tasks as wakes of agents of their kind\n"
     "\n"
     "A task is ready once every task that blocks it is done. Statuses: pending, ready, running,\n"
-    "done, failed, cancelled.\n";
+    "attention (its run left a call in doubt: vigil indoubt list), done, failed, cancelled.\n";
 
 #define MAX_BLOCKS 64
 #define MAX_TAGS 16
@@ -101,9 +101,28 @@ static const char *title_of(json_t *tasks, const char *id)
     return t ? tstr(t, "title") : "?";
 }
 
-static void print_task_line(json_t *t)
+/* An agent's name for a person (trial L11: a graph of two kinds reads by name), looked up once
+ * an agent and kept in names (id -> name); its id when it has no name or is not found. --json
+ * keeps the id. */
+static const char *agent_label(struct cli *c, json_t *names, const char *id)
 {
-    const char *agent = json_string_value(json_object_get(t, "agent"));
+    if (!id || !*id)
+        return id;
+    const char *known = json_string_value(json_object_get(names, id));
+    if (known)
+        return known;
+    char *text = NULL;
+    json_t *a = vigil_agent_show(c->rt, id, &text, NULL) ? NULL : cli_parse_json_text(text);
+    const char *name = json_string_value(json_object_get(json_object_get(a, "agent"), "name"));
+    json_object_set_new(names, id, json_string(name && *name ? name : id));
+    json_decref(a);
+    known = json_string_value(json_object_get(names, id));
+    return known ? known : id;
+}
+
+static void print_task_line(struct cli *c, json_t *names, json_t *t)
+{
+    const char *agent = agent_label(c, names, json_string_value(json_object_get(t, "agent")));
     printf("%-36s  %-9s %-36s  %s\n", json_string_value(json_object_get(t, "id")),
            json_string_value(json_object_get(t, "status")), agent ? agent : "-",
            json_string_value(json_object_get(t, "title")));
@@ -112,8 +131,8 @@ static void print_task_line(json_t *t)
 static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status, int json,
                               int graph)
 {
-    static const char *const statuses[] = {"pending", "ready",     "running", "done",
-                                           "failed",  "cancelled", NULL};
+    static const char *const statuses[] = {"pending", "ready",  "running",   "attention",
+                                           "done",    "failed", "cancelled", NULL};
     vigil_error err = {0};
     char *text = NULL;
     if (o->n_positional)
@@ -130,7 +149,7 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
         cli_print_json_text(text);
         return 0;
     }
-    json_t *v = cli_parse_json_text(text), *t, *b;
+    json_t *v = cli_parse_json_text(text), *t, *b, *names = json_object();
     size_t i, j;
     if (!json_array_size(v))
         fputs("(no tasks)\n", stderr);
@@ -138,7 +157,7 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
         printf("%-36s  %-9s %-36s  TITLE\n", "ID", "STATUS", "AGENT");
     json_array_foreach (v, i, t) {
         if (!graph) {
-            print_task_line(t);
+            print_task_line(c, names, t);
             continue;
         }
         printf("%s [%s] %s\n", tstr(t, "id"), tstr(t, "status"), tstr(t, "title"));
@@ -146,6 +165,7 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
             printf("%s -> %s  (%s -> %s)\n", tstr(t, "id"), json_string_value(b), tstr(t, "title"),
                    title_of(v, json_string_value(b)));
     }
+    json_decref(names);
     json_decref(v);
     return 0;
 }
@@ -192,8 +212,40 @@ static void print_judgement(json_t *j)
         printf("%-11s answered \"%s\"\n", "", tstr(j, "text"));
 }
 
-static void print_task_fields(json_t *t, json_t *all)
+/* The backoff a failed attempt set before the next (docs/orchestration.md, trial L10). */
+static void print_retry(json_t *r)
 {
+    if (!r)
+        return;
+    char at[32] = "";
+    time_t secs = (time_t)(json_integer_value(json_object_get(r, "not_before_ms")) / 1000);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    printf("%-11s attempt %lld not before %s (a backoff of %.1f s after attempt %lld failed: "
+           "%s)\n",
+           "retry:", (long long)json_integer_value(json_object_get(r, "after_attempt")) + 1, at,
+           (double)json_integer_value(json_object_get(r, "backoff_ms")) / 1000.0,
+           (long long)json_integer_value(json_object_get(r, "after_attempt")), tstr(r, "error"));
+}
+
+/* Why a task needs attention: its run completed with calls in doubt (trial L3). */
+static void print_in_doubt(json_t *t)
+{
+    json_t *d = json_object_get(t, "in_doubt");
+    if (!d || strcmp(tstr(t, "status"), "attention"))
+        return;
+    printf(
+        "%-11s %lld call(s) of run %.16s in doubt: its result waits (and what it blocks) until "
+        "each is settled: vigil indoubt list, vigil indoubt resolve OP --applied|--not-applied\n",
+        "in doubt:", (long long)json_integer_value(json_object_get(d, "calls")),
+        tstr(d, "run_key"));
+}
+
+static void print_task_fields(struct cli *c, json_t *t, json_t *all)
+{
+    json_t *names = json_object();
+    const char *agent = agent_label(c, names, tstr(t, "agent"));
     char created[32] = "";
     time_t secs = (time_t)(json_integer_value(json_object_get(t, "created_ms")) / 1000);
     struct tm tm;
@@ -203,8 +255,13 @@ static void print_task_fields(json_t *t, json_t *all)
            "status:", tstr(t, "status"));
     printf("%-11s %s\n", "kind:", *tstr(t, "kind") ? tstr(t, "kind") : "(any)");
     print_tags(json_object_get(t, "tags"));
-    printf("%-11s %s%s%s\n", "agent:", *tstr(t, "agent") ? tstr(t, "agent") : "(not dispatched)",
-           *tstr(t, "run_key") ? "  run " : "", tstr(t, "run_key"));
+    if (*agent && strcmp(agent, tstr(t, "agent")))
+        printf("%-11s %s (%s)%s%s\n", "agent:", agent, tstr(t, "agent"),
+               *tstr(t, "run_key") ? "  run " : "", tstr(t, "run_key"));
+    else
+        printf("%-11s %s%s%s\n", "agent:", *agent ? agent : "(not dispatched)",
+               *tstr(t, "run_key") ? "  run " : "", tstr(t, "run_key"));
+    json_decref(names); /* agent is not used past here */
     printf("%-11s %lld\n%-11s %lld\n%-11s %s\n",
            "attempts:", (long long)json_integer_value(json_object_get(t, "attempts")),
            "version:", (long long)json_integer_value(json_object_get(t, "version")),
@@ -215,6 +272,8 @@ static void print_task_fields(json_t *t, json_t *all)
         printf("%-11s %s\n", "result:", tstr(t, "result"));
     if (json_is_string(json_object_get(t, "reason")))
         printf("%-11s %s\n", "reason:", tstr(t, "reason"));
+    print_retry(json_object_get(t, "retry"));
+    print_in_doubt(t);
     if (*tstr(t, "selection"))
         printf("%-11s %s\n", "picked by:", tstr(t, "selection"));
     print_judgement(json_object_get(t, "judgement"));
@@ -243,7 +302,7 @@ static int task_one(struct cli *c, const char *verb, const struct cli_opts *o, i
     /* The titles and statuses of the tasks on its edges: the list, read once. */
     if (!vigil_task_list(c->rt, NULL, &text, &err))
         all = cli_parse_json_text(text);
-    print_task_fields(v, all);
+    print_task_fields(c, v, all);
     json_decref(all);
     json_decref(v);
     return 0;

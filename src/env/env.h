@@ -73,6 +73,9 @@ struct vg_env {
      * (src/orch/dispatch.c, vg_task_run_ended), the same way. */
     void *task_ends;
     void (*task_ends_free)(void *ends);
+    /* The task graph's stamp revision a daemon's loop last looked at for tasks added while it
+     * runs (src/orch/dispatch.c, vg_task_dispatch_added). */
+    int64_t task_stamp_seen;
     /* The loop's context windows kept between runs (src/loop/window_cache.c), the same way. */
     void *windows;
     void (*windows_free)(void *windows);

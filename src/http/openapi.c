@@ -229,8 +229,8 @@ static const char *const STATUSES[][2] = {
                   "\"canceled\"]"},
     {"/v1/approvals", "[\"pending\",\"approved\",\"rejected\",\"expired\"]"},
     {"/v1/todo/categories/{category}/tasks", "[\"open\",\"done\",\"cancelled\",\"all\"]"},
-    {"/v1/tasks", "[\"pending\",\"ready\",\"running\",\"done\",\"failed\",\"cancelled\","
-                  "\"canceled\"]"},
+    {"/v1/tasks", "[\"pending\",\"ready\",\"running\",\"attention\",\"done\",\"failed\","
+                  "\"cancelled\",\"canceled\"]"},
 };
 
 static const char *lookup(const char *const table[][2], size_t n, const char *key)

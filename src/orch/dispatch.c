@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "base/jscan.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
@@ -290,6 +291,15 @@ void vg_task_pool_charge(struct vg_task_pool *p, const char *agent, int delta)
  * the task's kind any more, writes nothing either (refuse_quietly): *refused 1, ESTATE. In the
  * round's flat transaction (vg_store_begin_flat: no savepoint a task, PERF.md Session 27) any
  * failure rolls the whole round back; inside a caller's transaction the level is a savepoint. */
+/* A retry's wake waits out the backoff its failed attempt set (task_ended); 0 otherwise. */
+static int64_t retry_not_before(json_t *task, int64_t attempt)
+{
+    json_t *retry = json_object_get(task, "retry");
+    if (!retry || vg_orch_jint(retry, "after_attempt") != attempt - 1)
+        return 0;
+    return vg_orch_jint(retry, "not_before_ms");
+}
+
 static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
                                json_t *task, const char *agent, char key[65], int *refused,
                                vigil_error *err)
@@ -326,7 +336,8 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
                             .seed_input = seed,
                             .kind = kind && *kind ? kind : NULL,
                             .refuse_quietly = 1,
-                            .run_key = key};
+                            .run_key = key,
+                            .not_before_ms = retry_not_before(task, attempt)};
     vigil_code rc = seed ? vg_store_begin(env->store, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
     if (rc)
@@ -478,8 +489,63 @@ static vigil_code rounds(struct vg_env *env, struct vg_wake *w, int slots, int *
     return rc;
 }
 
+static vigil_code dispatch_rounds(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                                  vigil_error *err);
+
+/* The dispatcher's cap record is its mark of having been started on this store: put (at the
+ * default cap) by the first dispatch a person asks for, it tells a daemon to dispatch tasks
+ * added later by itself (vg_task_dispatch_added). */
+static vigil_code mark_started(struct vg_env *env, vigil_error *err)
+{
+    json_t *b = json_pack("{s:i}", "slots", VG_TASK_SLOTS_DEFAULT);
+    vigil_code rc =
+        b ? vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, VG_PUT_IF_ABSENT, err)
+          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
+    json_decref(b);
+    return rc;
+}
+
+static int found_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 1;
+}
+
+vigil_code vg_task_dispatch_added(struct vg_env *env, struct vg_wake *w, int64_t *seen,
+                                  vigil_error *err)
+{
+    int64_t rev = 0;
+    int outside = 0, started = 0;
+    vigil_error miss = {0};
+    vigil_code rc = vg_task_graph_stamp(env, &rev, &outside, err);
+    if (rc || rev == *seen)
+        return rc;
+    *seen = rev;
+    if (!outside) /* a dispatch round wrote it last: it filled the slots it could */
+        return VIGIL_OK;
+    rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, "task_slots", "default", found_cb, &started, &miss));
+    if (rc == VIGIL_ENOTFOUND || (!rc && !started)) /* never dispatched: a graph being built */
+        return VIGIL_OK;
+    if (!rc)
+        rc = dispatch_rounds(env, w, 0, NULL, err);
+    if (rc == VIGIL_ECONFLICT) { /* another dispatcher started them first: look again */
+        *seen = 0;
+        return VIGIL_OK;
+    }
+    return rc;
+}
+
 vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
                             vigil_error *err)
+{
+    vigil_code rc = mark_started(env, err);
+    return rc ? rc : dispatch_rounds(env, w, slots, started, err);
+}
+
+static vigil_code dispatch_rounds(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                                  vigil_error *err)
 {
     struct vg_wake own;
     json_t *judge = json_array();
@@ -650,6 +716,40 @@ static json_t *result_patch(const char *text)
     return p;
 }
 
+/* The wait before a failed task's next attempt (trial L10: retries back to back spent all of
+ * them on a model outage of a second): VG_TASK_RETRY_BASE_MS doubled each attempt up to
+ * VG_TASK_RETRY_MAX_MS, of which the second half is jitter drawn from the task's id and attempt
+ * (tasks failed together by one outage do not all come back at one instant; the same task's
+ * wait is the same on every process, so a re-recorded end writes the same). */
+int64_t vg_task_retry_backoff_ms(const char *task_id, int64_t attempt)
+{
+    int64_t delay = VG_TASK_RETRY_BASE_MS;
+    for (int64_t i = 1; i < attempt && delay < VG_TASK_RETRY_MAX_MS; i++)
+        delay *= 2;
+    delay = VG_MIN(delay, VG_TASK_RETRY_MAX_MS);
+    char n[24], hex[VG_SHA256_HEX_LEN + 1];
+    snprintf(n, sizeof n, "%lld", (long long)attempt);
+    const char *parts[] = {task_id ? task_id : "", n};
+    vg_sha256_hex_parts(hex, parts, 2);
+    hex[8] = '\0'; /* 32 bits of it are plenty */
+    uint64_t draw = strtoull(hex, NULL, 16);
+    return delay / 2 + (int64_t)(draw % (uint64_t)(delay / 2 + 1));
+}
+
+/* A failed attempt's retry, kept in the task: when its next attempt may start (its wake waits
+ * until then), how long that is, and the failure it follows. */
+static int retry_patch(struct vg_env *env, json_t *p, json_t *t, const char *text)
+{
+    int64_t attempt = vg_orch_jint(t, "attempts");
+    int64_t backoff = vg_task_retry_backoff_ms(jstr(t, "id"), attempt);
+    size_t n = strlen(text);
+    return json_object_set_new(p, "retry",
+                               json_pack("{s:I, s:I, s:I, s:s%}", "after_attempt",
+                                         (json_int_t)attempt, "backoff_ms", (json_int_t)backoff,
+                                         "not_before_ms", (json_int_t)(vg_env_now(env) + backoff),
+                                         "error", text, n > 500 ? (size_t)500 : n));
+}
+
 static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
                              const struct vg_orch_outcome *o, vigil_error *err)
 {
@@ -659,7 +759,9 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
     vigil_code rc;
     if (!p)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
-    if (!strcmp(o->status, "completed")) {
+    if (!strcmp(o->status, "completed") && o->in_doubt) { /* not done until settled */
+        rc = vg_task_hold_in_doubt(env, t, v, p, o->in_doubt, err);
+    } else if (!strcmp(o->status, "completed")) {
         /* t was read in this transaction; what it blocks is ready by derivation now */
         rc = vg_task_move(env, t, v, "done", p, err);
     } else if (!strcmp(o->status, "cancelled")) { /* a person stopped it: no retry */
@@ -668,13 +770,17 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
         if (!rc)
             rc = vg_task_after_failed(env, id, "a task it waits for was cancelled", err);
     } else if (vg_orch_jint(t, "attempts") <= VG_TASK_MAX_RETRIES) {
-        /* a retry, which a configured judge may call off first (judge.c: triage) */
-        if (env->task_judge_on && env->task_judge_on(env->task_judge_user) &&
-            json_object_set_new(p, "triage",
-                                json_pack("{s:b, s:I, s:s%, s:s}", "pending", 1, "attempt",
-                                          (json_int_t)vg_orch_jint(t, "attempts"), "error", text,
-                                          strlen(text) > 500 ? (size_t)500 : strlen(text), "agent",
-                                          jstr(t, "agent") ? jstr(t, "agent") : "")))
+        /* a retry after its backoff, which a configured judge may call off first (judge.c:
+         * triage) */
+        if (retry_patch(env, p, t, text))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
+        else if (env->task_judge_on && env->task_judge_on(env->task_judge_user) &&
+                 json_object_set_new(p, "triage",
+                                     json_pack("{s:b, s:I, s:s%, s:s}", "pending", 1, "attempt",
+                                               (json_int_t)vg_orch_jint(t, "attempts"), "error",
+                                               text,
+                                               strlen(text) > 500 ? (size_t)500 : strlen(text),
+                                               "agent", jstr(t, "agent") ? jstr(t, "agent") : "")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
         else
             rc = vg_task_transition(env, id, "running", "ready", v, p, err);
@@ -745,6 +851,11 @@ static vigil_code task_of_run(struct vg_env *env, const char *run_key, char task
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 
+vigil_code vg_task_of_run(struct vg_env *env, const char *run_key, char id[101], vigil_error *err)
+{
+    return task_of_run(env, run_key, id, err);
+}
+
 /* One run's end, in the caller's transaction: its task moves on, and what that unblocks. */
 static vigil_code end_one(struct vg_env *env, const char *task_id, const char *run_key,
                           const struct vg_orch_outcome *o, vigil_error *err)
@@ -770,7 +881,7 @@ static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const ch
     const char *text = e->outcome->text ? e->outcome->text : "";
     vigil_code rc = resync(env, g, err);
     if (rc || !(*g)->valid || !vg_task_graph_find_run(*g, e->run_key, &i) ||
-        strcmp(e->outcome->status, "completed"))
+        strcmp(e->outcome->status, "completed") || e->outcome->in_doubt)
         return rc ? rc : end_one(env, task_id, e->run_key, e->outcome, err);
     json_t *p = result_patch(text);
     vg_task_pool_charge(&(*g)->pool, jstr((*g)->node[i].body, "agent"), -1); /* wake over */
@@ -970,6 +1081,12 @@ vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *
     return me.rc;
 }
 
+static int ended_status(const char *status)
+{
+    return status &&
+           (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
+}
+
 vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,
                                 const char *agent, vigil_error *err)
 {
@@ -988,6 +1105,14 @@ vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const c
                              VG_PUT_IF_ABSENT, err);
     if (!rc)
         rc = vg_task_get(env, id, &t, &v, err);
+    /* A task that has ended stays ended (its dependents went on or were cancelled with it): a
+     * re-run that would change nothing is refused, saying how to redo it (trial L7). */
+    if (!rc && ended_status(jstr(t, "status")))
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "run %.16s is the run of task %s, which has ended (%s): a re-run would not "
+                     "reopen it or what it blocks; add the task again with `vigil task add "
+                     "--title ...` (POST /v1/tasks)",
+                     old_key, id, jstr(t, "status"));
     if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
         !strcmp(jstr(t, "run_key"), old_key)) {
         if (!(patch = json_pack("{s:s}", "run_key", new_key)))

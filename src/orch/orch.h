@@ -120,6 +120,9 @@ struct vg_orch_outcome {
      * run's wake, or one whose end and finish together failed, stays the caller's to finish. */
     const struct vg_wake_job *job;
     int *finished;
+    /* A completed run's calls left in doubt (vigil indoubt list): its task waits for a person
+     * (doubt.c) instead of being done. */
+    int in_doubt;
 };
 
 /*

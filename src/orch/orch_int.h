@@ -70,6 +70,13 @@ vigil_code vg_task_ready_oldest(struct vg_env *env, size_t want, json_t **out, v
 vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,
                                 vigil_error *err);
 
+/* doubt.c: a task whose run completed with `calls` of it in doubt (t read in the caller's
+ * transaction at version v, patch its result) waits as `attention` for a person. */
+vigil_code vg_task_hold_in_doubt(struct vg_env *env, json_t *t, int64_t v, json_t *patch, int calls,
+                                 vigil_error *err);
+/* The task a run worked on (a dispatched run's, or a re-run's), id[0] 0 when none. */
+vigil_code vg_task_of_run(struct vg_env *env, const char *run_key, char id[101], vigil_error *err);
+
 /* vg_task_transition for a task the caller read in its transaction (t, with "version"): no
  * second read; the write still fails with ECONFLICT when another writer moved it since. On
  * success t is the task as written (its "version" one more). */
@@ -194,6 +201,10 @@ vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err);
  * stamp and the tasks in one order. Nothing to lock while the stamp was never written. */
 vigil_code vg_task_graph_lock(struct vg_env *env, vigil_error *err);
 void vg_task_graph_drop(struct vg_env *env);
+/* The graph's stamp as stored, outside a transaction: its revision (0: never written) and
+ * whether its last writer was outside every dispatcher's view (*outside 1: a task added, an
+ * edge, a cancel; 0: a dispatch round or a run's end, which dispatched in it). */
+vigil_code vg_task_graph_stamp(struct vg_env *env, int64_t *rev, int *outside, vigil_error *err);
 int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node);
 vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_error *err);
 /* Move node i (its body and version) to `to`, patch merged in; a write of the transaction. */

@@ -186,7 +186,7 @@ static int list_cb(void *user, const struct vg_record *r)
 /* A status a task can have (NULL: any). */
 static int status_known(const char *status)
 {
-    static const char *const known[] = {"pending", "ready",  "running",
+    static const char *const known[] = {"pending", "ready",  "running",  "attention",
                                         "done",    "failed", "cancelled"};
     for (size_t i = 0; status && i < VG_ARRAY_LEN(known); i++)
         if (!strcmp(status, known[i]))
@@ -299,8 +299,8 @@ vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vi
 {
     if (!status_known(status))
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "unknown task status \"%.40s\": pending, ready, running, done, failed or "
-                       "cancelled",
+                       "unknown task status \"%.40s\": pending, ready, running, attention, done, "
+                       "failed or cancelled",
                        status);
     if (status && (!strcmp(status, "ready") || !strcmp(status, "running")))
         return list_derived(env, status, 0, out, err);
@@ -577,7 +577,7 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err)
         return rc;
     if (!(rc = vg_task_graph_lock(env, err)) && !(rc = vg_task_get(env, id, &t, &v, err))) {
         const char *st = jstr(t, "status");
-        if (!open_status(st) && strcmp(st, "running"))
+        if (!open_status(st) && strcmp(st, "running") && strcmp(st, "attention"))
             rc = VG_FAIL(err, VIGIL_ESTATE, "task %s is %s already", id, st);
         json_t *p = json_pack("{s:s}", "reason", "cancelled by a person");
         if (!rc)

@@ -8,7 +8,7 @@
  * transition is a compare-and-swap on the task's revision (its version). docs/orchestration.md.
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
- *   task       id=uuid      owner=""  k1=pending|ready|running|done|failed|cancelled
+ *   task       id=uuid      owner=""  k1=pending|ready|running|attention|done|failed|cancelled
  *                           k2=kind ("" for any)  seq=created ms  (k1 pending with every
  *                           blocker done reads as ready: task.c derive_ready; k1
  *                           pending or ready with its next attempt's wake reads as
@@ -24,6 +24,10 @@
 
 #define VG_TASK_SLOTS_DEFAULT 4
 #define VG_TASK_MAX_RETRIES 2
+/* A failed task's next attempt waits VG_TASK_RETRY_BASE_MS, doubled each attempt up to
+ * VG_TASK_RETRY_MAX_MS, half of it jitter (vg_task_retry_backoff_ms). */
+#define VG_TASK_RETRY_BASE_MS 2000
+#define VG_TASK_RETRY_MAX_MS 60000
 #define VG_TASK_MAX_TAGS 16
 #define VG_TASK_SELECTION "rule: kind and tags, then load, then id"
 #define VG_TASK_SELECTION_JUDGE "judge: the model's answer (see judgement)"
@@ -40,6 +44,10 @@ void vg_task_run_key(char out[65], const char *task_id, int64_t attempt);
 /* t (a task's body as stored, with "id", "status", "attempts") stored pending or ready whose
  * next attempt's wake exists: set running, with the wake's agent, run key and attempt. */
 vigil_code vg_task_derive_running(struct vg_env *env, json_t *t, vigil_error *err);
+
+/* The backoff before the attempt after `attempt` (1, 2, ...) of a task failed, in ms:
+ * exponential with a cap, half of it jitter drawn from the task id and attempt. */
+int64_t vg_task_retry_backoff_ms(const char *task_id, int64_t attempt);
 
 /* A new task that blocks each of blocks[0..n) (their ids); tags[0..n_tags), at most
  * VG_TASK_MAX_TAGS, are what its agent's manifest `tags` must all hold. *out_id 37 bytes.
@@ -72,6 +80,14 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err);
  */
 vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
                             vigil_error *err);
+/* A daemon's look for tasks added while it runs (trial L9), each second or so: when the graph's
+ * stamp moved since *seen and its last writer was outside every dispatcher (a task added, an
+ * edge, a cancel: `vigil task add`, POST /v1/tasks), a dispatch round starts what is ready, as
+ * `vigil task dispatch` would. Only once the dispatcher was started on the store (one `vigil
+ * task dispatch`), so a graph built before it starts nothing half-built. A start another
+ * dispatcher won (another daemon) is not an error: the next look tries again. */
+vigil_code vg_task_dispatch_added(struct vg_env *env, struct vg_wake *w, int64_t *seen,
+                                  vigil_error *err);
 /* A run ended: when it worked on a task, the task is done (or retried, or failed, its
  * dependents cancelled), its dependents that became ready are marked so, and the dispatcher
  * fills the freed slot. Not a task's run: nothing. */
@@ -87,6 +103,13 @@ struct vg_task_end {
 };
 vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
                               size_t n, vigil_error *err);
+
+/* A person answered an in-doubt call of agent's run run_key (vigil indoubt resolve): when the
+ * run's task waits in `attention` and no call of the run is in doubt any more, it is done (every
+ * call applied) or, a call not applied, tried again (or failed, its retries spent). Not a
+ * task's run, or a task not waiting: nothing. docs/orchestration.md. */
+vigil_code vg_task_doubt_settled(struct vg_env *env, const char *agent, const char *run_key,
+                                 vigil_error *err);
 
 /* A re-run (new_key) of a task's run (old_key): the task waits for it instead when it was
  * waiting for the old one, so the re-run's end settles it. Not a task's run: nothing. */

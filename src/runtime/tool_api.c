@@ -17,6 +17,7 @@
 #include "memory/tool_provider.h"
 #include "sandbox/tool_provider.h"
 #include "orch/orch.h"
+#include "orch/task.h"
 
 /* The runtime's own tools into x: the built-in, orch and memory tools and execute_code.
  * offline: the memory tools over the offline embedder (for their names only). */
@@ -322,8 +323,17 @@ vigil_code vigil_indoubt_resolve(vigil_runtime *rt, const char *operation_id,
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or operation id given");
     if (answer < VIGIL_INDOUBT_APPLIED || answer > VIGIL_INDOUBT_RETRY)
         return VG_FAIL(err, VIGIL_EINVAL, "an in-doubt answer is applied, not applied or retry");
-    vigil_code rc = vg_tool_in_doubt_answer(&rt->env, operation_id, (enum vg_in_doubt_answer)answer,
-                                            by, &already, err);
+    /* The answer and what it settles of a task held for it (trial L3): one transaction. */
+    vigil_code rc = vg_store_begin(rt->env.store, err);
+    if (!rc)
+        rc = vg_tool_in_doubt_answer(&rt->env, operation_id, (enum vg_in_doubt_answer)answer, by,
+                                     &already, err);
+    if (!rc && !already && !(rc = vg_tool_in_doubt_show(&rt->env, operation_id, &item, err)))
+        rc = vg_task_doubt_settled(&rt->env, json_string_value(json_object_get(item, "agent_id")),
+                                   json_string_value(json_object_get(item, "run_key")), err);
+    json_decref(item);
+    item = NULL;
+    rc = vg_store_end(rt->env.store, rc, err);
     if (rc || !already)
         return rc;
     rc = vg_tool_in_doubt_show(&rt->env, operation_id, &item, err);

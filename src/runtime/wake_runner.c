@@ -11,6 +11,7 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "orch/orch.h"
+#include "orch/task.h"
 #include "runtime/recover.h"
 #include "runtime/runtime_int.h"
 #include "runtime/retention.h"
@@ -191,6 +192,28 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
     return rc;
 }
 
+/* How many calls of the run wait in doubt (vigil indoubt list): a task's run that completed
+ * with one is not done until a person settles it (src/orch/doubt.c, trial L3). Only a run that
+ * called a tool, or took over an earlier attempt's (a recovery), can have left one: any other
+ * reads nothing. A failed read counts none, as before. */
+static int calls_in_doubt(struct vg_env *env, const struct vg_wake_job *job,
+                          const struct vg_loop_result *res)
+{
+    json_t *items = NULL, *it;
+    size_t i;
+    int n = 0;
+    vigil_error e = {0};
+    if ((res->tool_calls <= 0 && job->attempt <= 1) ||
+        vg_tool_in_doubt_list(env, job->agent_id, &items, &e))
+        return 0;
+    json_array_foreach (items, i, it) {
+        const char *key = json_string_value(json_object_get(it, "run_key"));
+        n += key && !strcmp(key, job->run_key);
+    }
+    json_decref(items);
+    return n;
+}
+
 /* A spawned child's or a task's run's end goes to the orchestrator: its result to its parent
  * or its task (src/orch). A run a person cancelled ends "cancelled", not "completed". A
  * failure to record it fails the wake (so its retry records it), or, when the failing
@@ -215,6 +238,8 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                                 .run_id = res->run_id,
                                 .job = outcome == VG_WAKE_COMPLETED && !cancelled ? job : NULL,
                                 .finished = finished};
+    if (ok && !cancelled && (o.in_doubt = calls_in_doubt(env, job, res)))
+        o.job = NULL; /* its task is held, not done: the wake is finished as any other run's */
     vigil_code rc = vg_orch_run_ended(env, job->wake, job->run_key, &o, &err);
     if (rc)
         vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
@@ -430,12 +455,15 @@ static int host_runs_may_interleave(vigil_runtime *rt)
     return !rt->model || !(vg_model_caps(rt->model) & VG_MODEL_CAP_SERIAL);
 }
 
-/* High-risk children whose approval expired unanswered are denied, their parents woken; runs
- * past their deadline are cancelled (watchdog.c); what is past its retention is pruned
+/* High-risk children whose approval expired unanswered are denied, their parents woken; tasks
+ * added since the last look are dispatched (orch/task.h: vg_task_dispatch_added); runs past
+ * their deadline are cancelled (watchdog.c); what is past its retention is pruned
  * (retention.c). */
 static vigil_code host_sweep(struct vg_env *env, struct vg_wake *w, vigil_error *err)
 {
     vigil_code rc = vg_orch_approvals_sweep(env, w, NULL, err);
+    if (!rc) /* tasks added while it runs start by themselves (trial L9) */
+        rc = vg_task_dispatch_added(env, w, &env->task_stamp_seen, err);
     if (!rc)
         rc = vg_runtime_watchdog(env, NULL, err);
     return rc ? rc : vg_runtime_retention_tick(env, err); /* at retention.interval */

@@ -347,6 +347,7 @@ struct new_wake {
     int timer;                    /* a timer's wake: scheduled_ms written as scheduled_at */
     int64_t scheduled_ms;
     int64_t now; /* its created_at: the reading a manual wake's run key was made of; 0: read */
+    int64_t not_before_ms; /* 0: claimable at once */
 };
 
 static char *dump_or(json_t *v, const char *none)
@@ -384,7 +385,7 @@ static vigil_code insert_run(struct vg_env *env, const struct new_wake *nw, int 
                                   {"skip_reason", VG_JF_STR, nw->skip_reason, 0},
                                   {"attempts", VG_JF_INT, NULL, 0},
                                   {"epoch", VG_JF_INT, NULL, 0},
-                                  {"not_before_ms", VG_JF_INT, NULL, 0},
+                                  {"not_before_ms", VG_JF_INT, NULL, nw->not_before_ms},
                                   {"logical_change_key", VG_JF_STR, nw->change_key, 0},
                                   {"scheduled_at", VG_JF_STR, sched, 0}};
     vg_buf_init(&b, 0); /* no cap: vg_json_dump had none */
@@ -609,7 +610,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
                           .meta = req->meta,
                           .timer = req->reason == VG_REASON_TIMER,
                           .scheduled_ms = req->scheduled_ms,
-                          .now = now};
+                          .now = now,
+                          .not_before_ms = req->not_before_ms};
     if ((rc = insert_run(env, &nw, &inserted, err)))
         goto end;
     if (!inserted) {

@@ -318,6 +318,9 @@ struct vg_wake_req {
      * a task's run is keyed by its task and attempt (src/orch: the task's running state is
      * its wake's existence, found by that key). A second enqueue under it is a duplicate. */
     const char *run_key;
+    /* 0, or the wall time (ms) before which the wake is not claimed (a task's retry waits out
+     * its backoff this way, as a failed wake's recovery does). */
+    int64_t not_before_ms;
 };
 
 enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };

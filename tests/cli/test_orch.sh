@@ -220,7 +220,7 @@ has "$("$VIGIL" task list --json)" "\"status\": \"pending\""
 check "$("$VIGIL" task list | head -1 | cut -c1-2)" ID "task list's header"
 "$VIGIL" task list --status bogus >/dev/null 2>"$T/status.err"
 check "$?" 2 "task list of an unknown status"
-has "$(cat "$T/status.err")" "pending, ready, running, done, failed, cancelled"
+has "$(cat "$T/status.err")" "pending, ready, running, attention, done, failed, cancelled"
 Y=$("$VIGIL" task add --title "extra" --kind nobody)
 X=$("$VIGIL" task add --title "dropped" --kind nobody --blocks "$Y")
 "$VIGIL" task cancel "$X" 2>/dev/null || bad "cancel"

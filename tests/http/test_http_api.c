@@ -960,6 +960,17 @@ static void tasks_written_over_http(const char *a, const char *b)
     v = call(200, "GET", path, NULL);
     ASSERT(strcmp(json_string_value(json_object_get(v, "status")), "ready")); /* started */
     ASSERT(json_is_string(json_object_get(v, "agent")));
+    char key[65];
+    snprintf(key, sizeof key, "%s", json_string_value(json_object_get(v, "run_key")));
+    json_decref(v);
+    /* Its task ended (cancelled): a re-run of its run is refused, naming `vigil task add`, as
+     * `vigil runs rerun` is (trial L7). */
+    snprintf(path, sizeof path, "/v1/tasks/%s/cancel", c);
+    json_decref(call(200, "POST", path, NULL));
+    snprintf(path, sizeof path, "/v1/runs/%s/rerun", key);
+    v = call(409, "POST", path, "{}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "ESTATE");
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), "vigil task add");
     json_decref(v);
 }
 
@@ -984,7 +995,7 @@ TEST(tasks_over_http)
     ASSERT(!id_where(v, "title", "fetch the sources")); /* pending, not running */
     json_decref(v);
     refused_naming(400, "/v1/tasks?status=bogus",
-                   "pending, ready, running, done, failed or cancelled");
+                   "pending, ready, running, attention, done, failed or cancelled");
     snprintf(path, sizeof path, "/v1/tasks/%s", a);
     v = call(200, "GET", path, NULL);
     ASSERT_STREQ(json_string_value(json_object_get(v, "title")), "fetch the sources");

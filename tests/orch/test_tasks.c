@@ -360,6 +360,41 @@ TEST(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot)
     test_rt_close(&t);
 }
 
+/* A re-run of the run of a task that has ended would change nothing (the task stays ended, and
+ * what it blocks was cancelled with it): it is refused, naming `vigil task add`, and nothing is
+ * queued (trial L7). */
+TEST(rerunning_the_run_of_an_ended_task_is_refused_naming_task_add)
+{
+    struct test_rt t;
+    char a[37], c[37], w[37], rerun[65], key[65];
+    vigil_error err = {0};
+    test_rt_open(&t, "task_rerun_ended");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    int started = 0, queued = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    json_t *ta = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &ta, NULL, E));
+    snprintf(key, sizeof key, "%s", jstr(ta, "run_key"));
+    json_decref(ta);
+    ASSERT_OK(vigil_run_cancel(t.rt, key, NULL, &queued, E));
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    int64_t before = 0, after = 0;
+    struct vg_query all = {.kind = "wake_run"};
+    ASSERT_OK(vg_store_count(t.env->store, &all, &before, E));
+    ASSERT_CODE(VIGIL_ESTATE, vigil_run_rerun(t.rt, key, "again", rerun, &err));
+    ASSERT(strstr(err.message, "has ended (cancelled)") != NULL);
+    ASSERT(strstr(err.message, "vigil task add") != NULL);
+    ASSERT_OK(vg_store_count(t.env->store, &all, &after, E));
+    ASSERT_EQ(after, before); /* nothing queued */
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    ASSERT_STREQ(status(&t, c), "cancelled");
+    test_rt_close(&t);
+}
+
 /* Runs that ended together: their tasks move on, what they unblock becomes ready, and the
  * freed slots are refilled in one call, spread over the agents by load; an end that is not a
  * task's run is ignored. */
@@ -782,6 +817,7 @@ TEST(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it)
     vg_task_run_key(k2, a, 2);
     run_key_of(&t, a, k1);
     ASSERT_STREQ(k1, k2);
+    vg_test_clock_advance(&t.clock, VG_TASK_RETRY_BASE_MS); /* its backoff */
     claim_and_finish(&t, k2);
     complete(t.env, k2);
     ASSERT_OK(vg_env_get_json(t.env, "task", a, &v, NULL, E)); /* as stored */
@@ -792,6 +828,187 @@ TEST(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it)
     json_decref(v);
     ASSERT_STREQ(status(&t, b), "running"); /* the end refilled the slot */
     ASSERT_EQ(stored_count(&t, "wake_run", NULL), 3);
+    test_rt_close(&t);
+}
+
+/* The wake the loop's claim takes now, or "" (nothing claimable yet); finished at once. */
+static void claim_now(struct test_rt *t, char key[65])
+{
+    struct vg_wake w;
+    struct vg_wake_job job = {0};
+    int got = 0;
+    key[0] = '\0';
+    ASSERT_OK(vg_wake_init(&w, t->env, NULL, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    if (got) {
+        snprintf(key, 65, "%s", job.run_key);
+        ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+        vg_wake_job_release(&job);
+    }
+    vg_wake_release(&w);
+}
+
+/* A failed attempt's retry waits a backoff on the clock (trial L10: three attempts used to come
+ * back to back, so a model outage of a second spent them all): exponential from
+ * VG_TASK_RETRY_BASE_MS, half of it jitter, capped; the task keeps it ("retry": the attempt it
+ * follows, the wait, when, and the error), and its next attempt's wake is not claimed before. */
+TEST(a_failed_tasks_retry_waits_an_exponential_backoff_on_the_clock)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37], key[65], want[65];
+    test_rt_open(&t, "task_retry_backoff");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, NULL, E));
+    struct vg_orch_outcome failed = {.status = "failed", .text = "model unreachable"};
+    int64_t wait[3] = {0};
+    for (int64_t attempt = 1; attempt <= 3; attempt++) {
+        vg_task_run_key(want, a, attempt);
+        claim_now(&t, key);
+        ASSERT_STREQ(key, want);
+        int64_t ended_at = vg_env_now(t.env);
+        ASSERT_OK(vg_task_run_ended(t.env, NULL, key, &failed, E));
+        if (attempt == 3)
+            break;
+        json_t *v = NULL;
+        ASSERT_OK(vg_task_get(t.env, a, &v, NULL, E));
+        json_t *retry = json_object_get(v, "retry");
+        ASSERT_EQ(json_integer_value(json_object_get(retry, "after_attempt")), attempt);
+        wait[attempt] = json_integer_value(json_object_get(retry, "backoff_ms"));
+        int64_t full = (int64_t)VG_TASK_RETRY_BASE_MS << (attempt - 1);
+        ASSERT(wait[attempt] >= full / 2 && wait[attempt] <= full);
+        ASSERT_EQ(json_integer_value(json_object_get(retry, "not_before_ms")),
+                  ended_at + wait[attempt]);
+        ASSERT_STREQ(jstr(retry, "error"), "model unreachable");
+        json_decref(v);
+        claim_now(&t, key); /* not before its backoff */
+        ASSERT_STREQ(key, "");
+        vg_test_clock_advance(&t.clock, wait[attempt] - 1);
+        claim_now(&t, key);
+        ASSERT_STREQ(key, "");
+        vg_test_clock_advance(&t.clock, 1); /* due: the next attempt's claim below */
+    }
+    ASSERT_STREQ(status(&t, a), "failed"); /* after its retries, as before */
+    ASSERT_STREQ(status(&t, b), "cancelled");
+    /* Capped, jitter in its second half, the same for a task and attempt on every process. */
+    for (int64_t n = 1; n <= 12; n++) {
+        int64_t ms = vg_task_retry_backoff_ms(a, n);
+        int64_t full = VG_MIN((int64_t)VG_TASK_RETRY_BASE_MS << (n - 1), VG_TASK_RETRY_MAX_MS);
+        ASSERT(ms >= full / 2 && ms <= full);
+        ASSERT_EQ(ms, vg_task_retry_backoff_ms(a, n));
+    }
+    ASSERT(vg_task_retry_backoff_ms(a, 12) >= VG_TASK_RETRY_MAX_MS / 2);
+    test_rt_close(&t);
+}
+
+/* A daemon's look for new tasks, as its loop makes it each second (the host's sweep). */
+static void daemon_looks(struct vg_env *env)
+{
+    struct vg_wake w;
+    ASSERT_OK(vg_wake_init(&w, env, NULL, E));
+    ASSERT_OK(vg_runtime_wake_host()->sweep(env, &w, E));
+    vg_wake_release(&w);
+}
+
+/* A task added while a daemon runs, after the graph it serves went idle, is started by the
+ * daemon by itself, without another `vigil task dispatch` (trial L9); before the dispatcher was
+ * ever started on the store (a graph still being built) the daemon starts nothing. */
+TEST(a_daemon_starts_a_task_added_while_it_runs_once_the_dispatcher_was_started)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w0[37], key[65], want[65];
+    test_rt_open(&t, "task_added_later");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    daemon_looks(t.env); /* never dispatched: a graph being built waits for its dispatch */
+    ASSERT_STREQ(status(&t, a), "ready");
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, NULL, E));
+    for (int i = 0; i < 2; i++) { /* the graph runs to its end and goes idle */
+        claim_now(&t, key);
+        complete(t.env, key);
+    }
+    ASSERT_STREQ(status(&t, b), "done");
+    daemon_looks(t.env);
+    add(&t, "c", NULL, 0, c); /* as `vigil task add` or POST /v1/tasks would */
+    ASSERT_STREQ(status(&t, c), "ready");
+    daemon_looks(t.env);
+    ASSERT_STREQ(status(&t, c), "running");
+    daemon_looks(t.env); /* nothing new: nothing more */
+    vg_task_run_key(want, c, 1);
+    claim_now(&t, key);
+    ASSERT_STREQ(key, want);
+    complete(t.env, key);
+    ASSERT_STREQ(status(&t, c), "done");
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 3);
+    test_rt_close(&t);
+}
+
+struct looker {
+    struct vg_env *env;
+    int rounds;
+};
+
+static void *looker_main(void *arg)
+{
+    struct looker *l = arg;
+    for (int i = 0; i < l->rounds; i++)
+        daemon_looks(l->env);
+    return NULL;
+}
+
+/* Two daemons on one PostgreSQL store look for added tasks at once: each task added is started
+ * once (its attempt's run key is taken by one start; the other's round gives way). Run only with
+ * VIGIL_PG_URI set. */
+/* proves: S2-036 */
+TEST(two_daemons_looking_for_added_tasks_start_each_once)
+{
+    const char *uri = getenv("VIGIL_PG_URI");
+    if (!uri || !*uri) {
+        fprintf(stderr, "skipped: no VIGIL_PG_URI for the two daemons\n");
+        return;
+    }
+    struct test_rt t;
+    char w0[37], w1[37], id[37], first[37];
+    setenv("VIGIL_TEST_RT_PG", "1", 1);
+    test_rt_open(&t, "task_pg_added");
+    unsetenv("VIGIL_TEST_RT_PG");
+    vigil_agent_spec s0 = {.name = "w0", .kind = "worker"}, s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s0, w0, E));
+    ASSERT_OK(vigil_agent_create(t.rt, &s1, w1, E));
+    add(&t, "first", NULL, 0, first);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 50, NULL, E));
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 4; i++)
+            add(&t, "added", NULL, 0, id);
+        struct looker l1 = {.env = t.env, .rounds = 3},
+                      l2 = {.env = vg_runtime_env(other), .rounds = 3};
+        pthread_t th;
+        ASSERT_EQ(pthread_create(&th, NULL, looker_main, &l2), 0);
+        looker_main(&l1);
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+    }
+    json_t *all = NULL, *x;
+    size_t i;
+    ASSERT_OK(vg_task_list(t.env, NULL, &all, E));
+    ASSERT_EQ(json_array_size(all), 21);
+    json_array_foreach (all, i, x) {
+        ASSERT_STREQ(jstr(x, "status"), "running"); /* every one started */
+        char key[65];
+        vg_task_run_key(key, jstr(x, "id"), 1);
+        ASSERT_STREQ(jstr(x, "run_key"), key);
+    }
+    json_decref(all);
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 21); /* once each */
+    vigil_runtime_close(other);
     test_rt_close(&t);
 }
 
@@ -836,6 +1053,7 @@ TEST(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt)
         claim_and_finish(&t, key);
         struct vg_orch_outcome failed = {.status = "failed", .text = "no"};
         ASSERT_OK(vg_task_run_ended(t.env, NULL, key, &failed, E)); /* a retry: attempt 2 */
+        vg_test_clock_advance(&t.clock, VG_TASK_RETRY_BASE_MS);     /* after its backoff */
     }
     char big[32];
     vg_task_attempt_turn(big, 12345678901234LL);
@@ -1349,6 +1567,7 @@ int main(void)
     RUN(cancelling_a_running_task_stops_its_run);
     RUN(task_counts_follow_every_writer_while_kept_between_calls);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
+    RUN(rerunning_the_run_of_an_ended_task_is_refused_naming_task_add);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction);
     RUN(a_tasks_run_end_and_its_wakes_finish_are_one_transaction);
@@ -1359,6 +1578,9 @@ int main(void)
     RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
     RUN(a_task_ready_by_derivation_starts_after_a_restart);
     RUN(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it);
+    RUN(a_failed_tasks_retry_waits_an_exponential_backoff_on_the_clock);
+    RUN(a_daemon_starts_a_task_added_while_it_runs_once_the_dispatcher_was_started);
+    RUN(two_daemons_looking_for_added_tasks_start_each_once);
     RUN(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt);
     RUN(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
