@@ -479,6 +479,15 @@ VIGIL_API vigil_code vigil_sync_serve(vigil_runtime *rt, const char *leg, const 
 VIGIL_API vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
                                        char **out_json, vigil_error *err);
 /*
+ * vigil_agent_apply of several paths (files or directories) at once: every manifest they hold,
+ * in the order given (a directory's sorted), checked together and applied in one transaction,
+ * as a directory's are; one problem anywhere applies nothing. An agent name in two of them is
+ * an error. EINVAL when n_paths is 0 or a path is empty.
+ */
+VIGIL_API vigil_code vigil_agent_apply_paths(vigil_runtime *rt, const char *const *paths,
+                                             size_t n_paths, unsigned flags, char **out_json,
+                                             vigil_error *err);
+/*
  * Check an agent's config (vigil_agent_spec.config_json) as a manifest's fields are checked:
  * only the manifest's config keys (tools, require_approval, capabilities, limits, budgets,
  * command_tools, mcp_servers, ...), each as the manifest schema and rules say, so that what is
