@@ -1261,9 +1261,9 @@ VIGIL_API vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vig
 VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
                                        size_t code_len, char **out_json, vigil_error *err);
 /*
- * vigil_sandbox_run with the program's language: "lua" or "typescript" (run by Deno when a
- * deno binary is there: sandbox.deno, else $VIGIL_DENO, else PATH); NULL: the agent's or the
- * config's sandbox.language, else lua. EINVAL for another language.
+ * vigil_sandbox_run with the program's language: "lua", "typescript" or "javascript" (both run
+ * by Deno when a deno binary is there: sandbox.deno, else $VIGIL_DENO, else PATH); NULL: the
+ * agent's or the config's sandbox.language, else lua. EINVAL for another language.
  */
 VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id,
                                                 const char *language, const char *code,

@@ -411,4 +411,10 @@ int vg_deno_version(const char *deno, char *version, size_t n);
 vigil_code vg_code_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
                        struct vg_code_result *r, vigil_error *err);
 
+/* Every language name a program may be given in, for the messages that refuse another. */
+#define VG_CODE_LANGUAGES "lua, typescript or javascript"
+/* The adapter a language name runs under: "lua", or "typescript" for typescript and javascript
+ * (Deno runs plain JavaScript as the TypeScript it is a subset of); NULL for another name. */
+const char *vg_code_language_adapter(const char *name);
+
 #endif

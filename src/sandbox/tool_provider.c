@@ -42,15 +42,17 @@ static const char contract_fmt[] =
     "function raises an error table {code, message, op} that pcall can catch. Limits: code "
     "size, wall time, CPU, memory, output and tool calls; each violation is an error with a "
     "code (timeout, cpu_limit, memory_limit, tool_limit, code_too_large, syntax_error, "
-    "runtime_error, bridge_error, sandbox_violation). With language typescript the "
-    "program is TypeScript run by Deno (when the operator installed it): the same vigil "
+    "runtime_error, bridge_error, sandbox_violation). With language typescript (or "
+    "javascript) the program is TypeScript (or plain JavaScript) run by Deno (when the operator "
+    "installed it): the same vigil "
     "functions, synchronous, throwing a VigilError {code, message, op}; console.log is the "
     "output and a top-level return the result.\","
     "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
     "\"required\":[\"code\"],\"properties\":{"
     "\"code\":{\"type\":\"string\",\"minLength\":1,\"description\":\"the program; its "
     "return value is the result\"},"
-    "\"language\":{\"type\":\"string\",\"enum\":[\"lua\",\"typescript\"],\"description\":"
+    "\"language\":{\"type\":\"string\",\"enum\":[\"lua\",\"typescript\",\"javascript\"],"
+    "\"description\":"
     "\"the program's language (default: the agent's or the config's sandbox.language, else "
     "lua)\"}}},"
     "\"capabilities\":[\"code_execution\"],\"risk\":\"%s\","
@@ -152,15 +154,24 @@ static vigil_code agent_limits(const struct vg_tool_request *q, struct vg_code_l
     return rc;
 }
 
-/* The adapter for a language: lua or typescript (Deno). */
+const char *vg_code_language_adapter(const char *name)
+{
+    if (name && !strcmp(name, "lua"))
+        return "lua";
+    if (name && (!strcmp(name, "typescript") || !strcmp(name, "javascript")))
+        return "typescript";
+    return NULL;
+}
+
+/* The adapter for a language: lua, or Deno for typescript and javascript. */
 static struct vg_code_runtime *runtime_for(struct code_provider *c, const char *lang)
 {
-    return !strcmp(lang, "typescript") ? c->deno : vg_code_runtime_lua();
+    return !strcmp(vg_code_language_adapter(lang), "typescript") ? c->deno : vg_code_runtime_lua();
 }
 
 static int known_language(const char *lang)
 {
-    return !strcmp(lang, "lua") || !strcmp(lang, "typescript");
+    return vg_code_language_adapter(lang) != NULL;
 }
 
 vigil_code vg_sandbox_provider_settings(struct vg_tool_provider *p, const char *agent, char *wd,
@@ -202,7 +213,7 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     if (asked)
         snprintf(lang, sizeof lang, "%s", asked);
     if (!known_language(lang)) {
-        vg_tool_response_fail(r, VG_TOOL_FAILED, "language \"%s\": use lua or typescript", lang);
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "language \"%s\": use " VG_CODE_LANGUAGES, lang);
         return VIGIL_OK;
     }
     if (q->preview_only) {
@@ -333,7 +344,7 @@ vigil_code vg_sandbox_tool_provider(struct vg_tool_executor *x, const json_t *cf
     c->uid = json_is_integer(uid) ? (uid_t)json_integer_value(uid) : 65534;
     const char *lang = json_string_value(json_object_get(c->cfg, "language"));
     if (!rc && lang && !known_language(lang))
-        rc = VG_FAIL(err, VIGIL_EINVAL, "sandbox.language must be lua or typescript");
+        rc = VG_FAIL(err, VIGIL_EINVAL, "sandbox.language must be " VG_CODE_LANGUAGES);
     if (!rc &&
         !(c->deno = vg_code_runtime_deno(json_string_value(json_object_get(c->cfg, "deno")))))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory making execute_code");
