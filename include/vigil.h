@@ -591,7 +591,9 @@ VIGIL_API vigil_code vigil_session_messages(vigil_runtime *rt, const char *agent
                                             const char *session, int limit, char **out_json,
                                             vigil_error *err);
 /* The run's tool calls oldest first: name, status, duration, error code and input/output
- * previews with truncated flags. */
+ * previews with truncated flags. A call an execute_code program made through the sandbox's
+ * bridge is listed after that execute_code, with "via": the bridge's key
+ * "<run key>/code/<operation>/<n>" (docs/sandbox.md); the model's own calls have no "via". */
 VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor,
                                      int limit, char **out_json, vigil_error *err);
 /* The tool calls an agent made outside any run (vigil_tool_call, `vigil tool call`, the HTTP

@@ -109,11 +109,14 @@ static int host_call_tool(void *user, const char *tool, json_t *args, json_t **r
     char run_key[512];
     snprintf(run_key, sizeof run_key, "%s/code/%.16s/%d", h->q->run_key ? h->q->run_key : "",
              h->q->operation_id ? h->q->operation_id : "", h->n++);
+    /* In a run, the call is one of the run's journal too, marked with this key (trial L4). */
     struct vg_tool_call_ctx ctx = {.agent_id = h->q->agent_id,
                                    .run_key = run_key,
                                    .thread_id = h->q->thread_id,
                                    .run_id = h->q->run_id,
-                                   .wake_reason = h->q->wake_reason};
+                                   .wake_reason = h->q->wake_reason,
+                                   .journal_run = h->q->journal_run,
+                                   .journal_via = h->q->journal_run ? run_key : NULL};
     struct vg_tool_outcome o;
     memset(&o, 0, sizeof o);
     vigil_error err = {0};
@@ -197,7 +200,11 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     struct code_provider *c = (struct code_provider *)p;
     const char *code = json_string_value(json_object_get(q->args, "code"));
     char wd[4400];
-    struct vg_code_request req = {.code = code, .code_len = strlen(code), .halt = q->halt};
+    struct vg_code_request req = {.code = code,
+                                  .code_len = strlen(code),
+                                  .halt = q->halt,
+                                  .cancelled = q->cancelled,
+                                  .cancelled_user = q->cancelled_user};
     vigil_error e2 = {0};
     if (vg_sandbox_provider_settings(p, q->agent_id, wd, sizeof wd, &req, &e2)) {
         vg_tool_response_fail(r, VG_TOOL_FAILED, "%s", e2.message);
@@ -241,8 +248,15 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
         /* Killed because vigil stopped: cut short as a command tool is (tool/command.c), so
          * the executor's rules for a timeout apply (a program that may have acted is in doubt). */
         int halted = !strcmp(res.error_code, "interrupted");
-        vg_tool_response_fail(r, halted ? VG_TOOL_TIMEOUT : VG_TOOL_FAILED, "%s: %s",
-                              res.error_code, res.error_message);
+        /* Killed because a person cancelled the run: its effects are what it wrote in its own
+         * folder and the bridge calls it made, each recorded as its own operation, so the call
+         * is canceled, not in doubt (trial L6). */
+        int canceled = !strcmp(res.error_code, "canceled");
+        vg_tool_response_fail(r,
+                              halted     ? VG_TOOL_TIMEOUT
+                              : canceled ? VG_TOOL_CANCELED
+                                         : VG_TOOL_FAILED,
+                              "%s: %s", res.error_code, res.error_message);
         r->result = out;
     }
     vg_code_result_release(&res);
