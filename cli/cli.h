@@ -85,8 +85,8 @@ json_t *cli_parse_json_text(char *text);
  * value. Returns 0 on success or prints a usage error and returns CLI_USAGE.
  */
 struct cli_opts {
-    const char *values[24]; /* value (or "1" for flags) per spec entry; NULL when absent */
-    const char *positional[8];
+    const char *values[24];     /* value (or "1" for flags) per spec entry; NULL when absent */
+    const char *positional[64]; /* `agent apply A.yaml B.yaml ...` takes many */
     int n_positional;
 };
 int cli_parse(int argc, char **argv, const char *const *spec, struct cli_opts *out);

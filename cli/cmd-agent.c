@@ -16,7 +16,7 @@ static const char agent_help[] =
     "       vigil agent delete ID                    remove every record of a destroyed agent\n"
     "       vigil agent erase ID     user-requested erasure: destroy, delete, and give the\n"
     "                                space back so the store's files keep none of it\n"
-    "       vigil agent apply FILE|DIR [--dry-run] [--json]\n"
+    "       vigil agent apply FILE|DIR... [--dry-run] [--json]\n"
     "                                  create or update agents from manifests, by name\n"
     "       vigil agent export ID       print the agent's manifest (YAML)\n"
     "       vigil agent tree ID [--json] the runs it spawned, theirs, and every spawn decision\n"
@@ -275,13 +275,13 @@ static int agent_apply(struct cli *c, int argc, char **argv)
     char *text = NULL;
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
-    if (o.n_positional != 1)
-        return cli_usage("agent apply needs one manifest file or directory");
+    if (o.n_positional < 1)
+        return cli_usage("agent apply needs manifest files or directories");
     int json = cli_opt(&o, spec, "--json") != NULL;
     cli_open(c, 0);
-    vigil_code rc =
-        vigil_agent_apply(c->rt, o.positional[0],
-                          cli_opt(&o, spec, "--dry-run") ? VIGIL_APPLY_DRY_RUN : 0, &text, &err);
+    vigil_code rc = vigil_agent_apply_paths(
+        c->rt, o.positional, (size_t)o.n_positional,
+        cli_opt(&o, spec, "--dry-run") ? VIGIL_APPLY_DRY_RUN : 0, &text, &err);
     json_t *v = text ? cli_parse_json_text(text) : NULL, *e;
     size_t i;
     if (rc) {

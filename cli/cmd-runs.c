@@ -119,7 +119,14 @@ static void tools_row(json_t *t)
     const char *code = json_string_value(json_object_get(t, "error_code"));
     char status[96];
     snprintf(status, sizeof status, "%s%s%s", str(t, "status"), code ? " " : "", code ? code : "");
-    printf("%-36s  %-20s  %-20s  %6lld  %.60s\n", id, str(t, "name"), status, num(t, "duration_ms"),
+    /* A call a program made through the sandbox's bridge says which execution made it: the
+     * tail of its key, code/<execute_code's operation>/<n> (the run key before it is this run's).
+     */
+    const char *via = json_string_value(json_object_get(t, "via")), *tail = NULL;
+    for (const char *p = via; p && (p = strstr(p, "/code/")); p++)
+        tail = p + 1;
+    printf("%-36s  %-20s  %-20s  %6lld  %s%s%s%.60s\n", id, str(t, "name"), status,
+           num(t, "duration_ms"), tail ? "[by " : "", tail ? tail : "", tail ? "] " : "",
            str(t, "input_preview"));
 }
 
@@ -289,6 +296,8 @@ static void show_tool(json_t *t)
         {"started", "started_at"},     {"ended", "ended_at"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(t, f[i][1]));
+    if (json_object_get(t, "via")) /* made by a program through the sandbox's bridge */
+        field("via", json_object_get(t, "via"));
     printf("%-12s %lld ms\n", "duration", num(t, "duration_ms"));
     block("input", json_object_get(t, "input"));
     block("output", json_object_get(t, "output"));

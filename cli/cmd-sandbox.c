@@ -106,9 +106,9 @@ static int read_program(const char *path, char **out, size_t *len)
     return 0;
 }
 
-/* The language a file's name says: .ts TypeScript, .lua Lua, no extension the agent's or the
- * config's (NULL). Another extension sets *unknown: f.py would otherwise run as Lua and fail
- * with a Lua syntax error that says nothing of the real mistake. */
+/* The language a file's name says: .ts TypeScript, .js JavaScript, .lua Lua, no extension the
+ * agent's or the config's (NULL). Another extension sets *unknown: f.py would otherwise run as Lua
+ * and fail with a Lua syntax error that says nothing of the real mistake. */
 static const char *file_language(const char *path, int *unknown)
 {
     const char *base = strrchr(path, '/'), *dot;
@@ -119,6 +119,8 @@ static const char *file_language(const char *path, int *unknown)
         return NULL;
     if (!strcmp(dot, ".ts"))
         return "typescript";
+    if (!strcmp(dot, ".js"))
+        return "javascript";
     if (!strcmp(dot, ".lua"))
         return "lua";
     *unknown = 1;
@@ -173,8 +175,9 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     const char *language = file_language(o.positional[0], &unknown);
     if (unknown) {
         free(code);
-        return cli_usage("\"%s\": use a .lua (Lua) or .ts (TypeScript) file, or a name without "
-                         "an extension for the configured sandbox.language",
+        return cli_usage("\"%s\": use a .lua (Lua), .ts (TypeScript) or .js (JavaScript) file, "
+                         "or a name without an extension for the configured sandbox.language "
+                         "(Python is not offered: docs/sandbox.md)",
                          o.positional[0]);
     }
     cli_open(c, 0);

@@ -479,6 +479,15 @@ VIGIL_API vigil_code vigil_sync_serve(vigil_runtime *rt, const char *leg, const 
 VIGIL_API vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
                                        char **out_json, vigil_error *err);
 /*
+ * vigil_agent_apply of several paths (files or directories) at once: every manifest they hold,
+ * in the order given (a directory's sorted), checked together and applied in one transaction,
+ * as a directory's are; one problem anywhere applies nothing. An agent name in two of them is
+ * an error. EINVAL when n_paths is 0 or a path is empty.
+ */
+VIGIL_API vigil_code vigil_agent_apply_paths(vigil_runtime *rt, const char *const *paths,
+                                             size_t n_paths, unsigned flags, char **out_json,
+                                             vigil_error *err);
+/*
  * Check an agent's config (vigil_agent_spec.config_json) as a manifest's fields are checked:
  * only the manifest's config keys (tools, require_approval, capabilities, limits, budgets,
  * command_tools, mcp_servers, ...), each as the manifest schema and rules say, so that what is
@@ -582,7 +591,9 @@ VIGIL_API vigil_code vigil_session_messages(vigil_runtime *rt, const char *agent
                                             const char *session, int limit, char **out_json,
                                             vigil_error *err);
 /* The run's tool calls oldest first: name, status, duration, error code and input/output
- * previews with truncated flags. */
+ * previews with truncated flags. A call an execute_code program made through the sandbox's
+ * bridge is listed after that execute_code, with "via": the bridge's key
+ * "<run key>/code/<operation>/<n>" (docs/sandbox.md); the model's own calls have no "via". */
 VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor,
                                      int limit, char **out_json, vigil_error *err);
 /* The tool calls an agent made outside any run (vigil_tool_call, `vigil tool call`, the HTTP
@@ -1252,9 +1263,9 @@ VIGIL_API vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vig
 VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
                                        size_t code_len, char **out_json, vigil_error *err);
 /*
- * vigil_sandbox_run with the program's language: "lua" or "typescript" (run by Deno when a
- * deno binary is there: sandbox.deno, else $VIGIL_DENO, else PATH); NULL: the agent's or the
- * config's sandbox.language, else lua. EINVAL for another language.
+ * vigil_sandbox_run with the program's language: "lua", "typescript" or "javascript" (both run
+ * by Deno when a deno binary is there: sandbox.deno, else $VIGIL_DENO, else PATH); NULL: the
+ * agent's or the config's sandbox.language, else lua. EINVAL for another language.
  */
 VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id,
                                                 const char *language, const char *code,

@@ -196,7 +196,7 @@ static const char *const MEMBERS[][2] = {
     {"slots", "{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}"},
     {"arguments", "{\"type\":\"object\"}"},
     {"answer", "{\"enum\":[\"applied\",\"not_applied\",\"retry\"]}"},
-    {"language", "{\"enum\":[\"lua\",\"typescript\"]}"},
+    {"language", "{\"enum\":[\"lua\",\"typescript\",\"javascript\"]}"},
     {"items", "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
               "\"maxItems\":50}"},
     {"estimate_minutes", "{\"type\":\"integer\",\"minimum\":0}"},

@@ -31,8 +31,8 @@ void vg_http_sandbox_run(struct vg_req *r)
     const char *who = vg_req_str(r, "agent", &bad);
     if (bad || !code) {
         vg_req_error(r, VIGIL_EINVAL,
-                     "send {\"code\": \"...\"} (and optionally \"language\": \"lua\" or "
-                     "\"typescript\", \"agent\": an id or a name)");
+                     "send {\"code\": \"...\"} (and optionally \"language\": \"lua\", "
+                     "\"typescript\" or \"javascript\", \"agent\": an id or a name)");
         return;
     }
     if (who && vg_http_agent_id(r, who, agent, sizeof agent))

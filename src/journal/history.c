@@ -830,6 +830,9 @@ static json_t *tool_item_of(const json_t *b)
         json_t *v = json_object_get(b, keys[i]);
         bad = json_object_set(it, keys[i], v ? v : json_null());
     }
+    json_t *via = json_object_get(b, "via"); /* a program's call through the sandbox's bridge */
+    if (via && !bad)
+        bad = json_object_set(it, "via", via);
     char *in = display(json_object_get(b, "input")), *outp = display(json_object_get(b, "output"));
     if (!bad)
         bad = set_preview(it, "input_preview", "input_truncated", in) ||

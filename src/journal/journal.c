@@ -1350,7 +1350,8 @@ static void put_call_row(struct parts *p, const struct vg_run *run, const struct
 }
 
 static vigil_code start_call(struct vg_run *run, const char *name, const char *operation_id,
-                             const char *input_json, int keep, char out_id[37], vigil_error *err)
+                             const char *input_json, const char *via, int keep, char out_id[37],
+                             vigil_error *err)
 {
     json_t *body = NULL;
     struct vg_buf in = {0};
@@ -1376,13 +1377,17 @@ static vigil_code start_call(struct vg_run *run, const char *name, const char *o
     vg_time_format_ms(c->started_at, vg_clock_now_ms(run->clock));
     c->input = in.data; /* borrowed until it is taken below */
     c->started_seq = c->seq = run->next_seq;
-    struct vg_jfield tc[5] = {{"tool_call_id", VG_JF_STR, c->id, 0},
+    struct vg_jfield tc[6] = {{"tool_call_id", VG_JF_STR, c->id, 0},
                               {"name", VG_JF_STR, name, 0},
                               {"status", VG_JF_STR, "running", 0},
-                              {"input", VG_JF_RAW, in.data, 0},
-                              {"operation_id", VG_JF_STR, operation_id, 0}};
+                              {"input", VG_JF_RAW, in.data, 0}};
+    size_t n = 4;
+    if (operation_id)
+        tc[n++] = (struct vg_jfield){"operation_id", VG_JF_STR, operation_id, 0};
+    if (via)
+        tc[n++] = (struct vg_jfield){"via", VG_JF_STR, via, 0};
     part_start(&p);
-    part_end(&p, vg_json_put_fields(&p.b, tc, operation_id ? 5 : 4));
+    part_end(&p, vg_json_put_fields(&p.b, tc, n));
     put_telemetry(&p, body, name);
     if ((rc = parts_finish(&p, "a tool call trace", err)))
         goto out;
@@ -1418,14 +1423,23 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err)
 {
-    return start_call(run, name, operation_id, input_json, 0, out_id, err);
+    return start_call(run, name, operation_id, input_json, NULL, 0, out_id, err);
+}
+
+vigil_code vg_journal_tool_call_started_via(struct vg_run *run, const char *name, const char *via,
+                                            const char *input_json, char out_id[37],
+                                            vigil_error *err)
+{
+    if (!via || !*via)
+        return VG_FAIL(err, VIGIL_EINVAL, "a call made through another needs its via key");
+    return start_call(run, name, NULL, input_json, via, 0, out_id, err);
 }
 
 vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
                                            const char *operation_id, const char *input_json,
                                            char out_id[37], vigil_error *err)
 {
-    return start_call(run, name, operation_id, input_json, 1, out_id, err);
+    return start_call(run, name, operation_id, input_json, NULL, 1, out_id, err);
 }
 
 vigil_code vg_journal_kept_take(struct vg_run *run, const char *record_id, char **kept_json,

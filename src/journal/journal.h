@@ -200,6 +200,17 @@ vigil_code vg_journal_model_call_in(struct vg_run *run, const struct vg_model_ca
 vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err);
+/*
+ * A tool call made not by the model but through another call of the run: a program's
+ * vigil.call in the sandbox (execute_code's bridge). via names where it came from, the bridge's
+ * key "<run key>/code/<operation>/<n>" (<operation>: the start of execute_code's operation id,
+ * <n>: the program's nth call); the record carries it as tool_call.via, so the run's tool
+ * calls list it beside the model's, marked (docs/internals/JOURNAL.md, "Calls a program
+ * made"). Finished with vg_journal_tool_call_finished.
+ */
+vigil_code vg_journal_tool_call_started_via(struct vg_run *run, const char *name, const char *via,
+                                            const char *input_json, char out_id[37],
+                                            vigil_error *err);
 /* status: succeeded, failed, denied, canceled, crashed (its run's process died; closed by the
  * run that recovered it); output_json any JSON text or NULL. */
 /* The status of a call that ended with error_code (NULL or "": none): "denied" when vigil's

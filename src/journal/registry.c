@@ -199,7 +199,10 @@ static const struct jfield F_TOOL_CALL[] = {
     REQ_ENUM("status", TOOL_STATUS), OPT("input", JT_ANY), OPT("output", JT_ANY),
     OPT("error_code", JT_STR), OPT("duration_ms", JT_INT),
     /* as stored: the toolResult message that holds the output (output_ref.c) */
-    OPT("output_message", JT_STR), END};
+    OPT("output_message", JT_STR),
+    /* a call a program made through the sandbox's bridge: its key
+       (vg_journal_tool_call_started_via) */
+    OPT("via", JT_STR), END};
 static const struct jfield F_ACTIVITY[] = {
     OPT_ENUM("activity", ACTIVITIES),    OPT_OBJ("progress", F_PROGRESS),
     OPT_OBJ("telemetry", F_TELEMETRY),   OPT_OBJ("capabilities", F_CAPS),
@@ -529,6 +532,8 @@ const char *vg_journal_tool_status_of(int is_error, const char *error_code)
     for (size_t i = 0; error_code && i < VG_ARRAY_LEN(refusals); i++)
         if (!strcmp(error_code, refusals[i]))
             return "denied";
+    if (error_code && !strcmp(error_code, "canceled")) /* its run was cancelled while it ran */
+        return "canceled";
     return is_error || (error_code && *error_code) ? "failed" : "succeeded";
 }
 

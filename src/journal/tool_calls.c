@@ -31,8 +31,8 @@ int vg_journal_call_fold(json_t *calls, const json_t *rec, const char *run_id)
     int start = strcmp(status, "running") == 0;
     if (!b && (!(b = call_row_new(id, run_id, tc)) || json_object_set_new(calls, id, b)))
         return -1;
-    static const char *const keys[] = {"status", "operation_id", "input",
-                                       "output", "error_code",   "duration_ms"};
+    static const char *const keys[] = {"status",     "operation_id", "input", "output",
+                                       "error_code", "duration_ms",  "via"};
     int bad = 0;
     for (size_t k = 0; k < VG_ARRAY_LEN(keys); k++)
         if (json_object_get(tc, keys[k]))

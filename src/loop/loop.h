@@ -18,6 +18,7 @@
 
 struct vg_model;
 struct vg_config;
+struct vg_run;
 
 /* ---- the tool executor interface ---------------------------------------------------------- */
 
@@ -36,6 +37,13 @@ struct vg_loop_call_ctx {
     const char *wake_reason;
     const char *tool_call_id; /* the model's id for this call (changes when it re-plans) */
     const volatile int *halt; /* vg_loop_observer's */
+    /* Optional: vg_loop_observer's cancel and its user, for a tool that can stop at once when
+     * the run is cancelled while it runs (vigil's own sandbox kills its program: trial L6). */
+    int (*cancelled)(void *user);
+    void *cancelled_user;
+    /* The run's journal: a tool that makes calls of its own (the sandbox's bridge) records them
+     * in it beside the model's (vg_tool_call_ctx.journal_run). */
+    struct vg_run *run;
     /* The run's fence (vg_loop_input.fence), or NULL: the executor calls it inside the
      * transaction that records an operation as started, so a run presumed dead cannot start
      * an effect its successor may already have run. */

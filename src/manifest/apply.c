@@ -689,7 +689,7 @@ static vigil_code check_declarations(const json_t *by_name, const json_t *docs,
 vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
                                   json_t *problems, vigil_error *err)
 {
-    return vg_manifest_apply_checked(env, path, dry_run, NULL, NULL, NULL, out, problems, err);
+    return vg_manifest_apply_checked(env, &path, 1, dry_run, NULL, NULL, NULL, out, problems, err);
 }
 
 /* The manifest's likely tool typos under "warnings" of its report line, and the other agents
@@ -712,13 +712,34 @@ static vigil_code with_warnings(json_t *line, const json_t *d, const json_t *doc
     return rc;
 }
 
-vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
-                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
-                                     json_t **out, json_t *problems, vigil_error *err)
+/* The manifest files of every path, in the order given (a directory's sorted), as a new array. */
+static vigil_code list_all(const char *const *paths, size_t n, json_t **out, vigil_error *err)
+{
+    json_t *all = json_array(), *one = NULL;
+    vigil_code rc = all ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (!paths[i] || !*paths[i])
+            rc = VG_FAIL(err, VIGIL_EINVAL, "apply needs manifest paths, not an empty one");
+        else if (!(rc = list_files(paths[i], &one, err)) && json_array_extend(all, one))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        json_decref(one);
+        one = NULL;
+    }
+    if (rc)
+        json_decref(all);
+    else
+        *out = all;
+    return rc;
+}
+
+vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *const *paths, size_t n_paths,
+                                     int dry_run, vg_manifest_taken_fn taken, void *user,
+                                     const json_t *config, json_t **out, json_t *problems,
+                                     vigil_error *err)
 {
     json_t *files = NULL, *docs = json_array(), *report = json_array(), *by_name = NULL, *d;
     size_t i;
-    vigil_code rc = docs && report ? list_files(path, &files, err)
+    vigil_code rc = docs && report ? list_all(paths, n_paths, &files, err)
                                    : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (!rc)
         rc = read_all(files, docs, problems, err);

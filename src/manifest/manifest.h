@@ -64,15 +64,17 @@ vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *wher
  * for vg_manifest_parse go to problems (borrowed array). */
 vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
                                   json_t *problems, vigil_error *err);
-/* The same, refusing (EEXISTS, nothing written, also with dry_run) a manifest whose command
- * tool or MCP server another live agent or the config file (config: its "command_tools" and
+/* The same for several paths (files or directories, applied together in one transaction as a
+ * directory's files are), refusing (EEXISTS, nothing written, also with dry_run) a manifest whose
+ * command tool or MCP server another live agent or the config file (config: its "command_tools" and
  * "mcp_servers", borrowed; NULL: none) declares differently, or whose command tool has a name
  * taken(user, name) says a built-in tool has (NULL: none; asked only of declared tools): either
  * would be served to no agent (docs/manifests.md). */
 typedef int (*vg_manifest_taken_fn)(void *user, const char *name);
-vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
-                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
-                                     json_t **out, json_t *problems, vigil_error *err);
+vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *const *paths, size_t n_paths,
+                                     int dry_run, vg_manifest_taken_fn taken, void *user,
+                                     const json_t *config, json_t **out, json_t *problems,
+                                     vigil_error *err);
 
 /* The likely typos of a manifest's `tools` (*out owned: an array of messages, maybe empty): a
  * plain name (no glob) that is no tool taken(user, name) knows (the runtime's own), no command

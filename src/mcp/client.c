@@ -41,6 +41,7 @@
 #define BREAKER_TIMEOUTS 3   /* requests in a row without an answer: the server is restarted */
 #define WAIT_OUT_MAX_MS 1000 /* a backoff left this short is waited out, not failed at once */
 #define ERR_TAIL_LINES 3     /* stderr lines a failure's message quotes */
+#define STUCK_PING_MS 2000   /* after a stdio request timed out: how long a ping may take */
 
 static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                  "2024-11-05"};
@@ -673,6 +674,37 @@ static void put_request_head(struct vg_buf *b, int64_t id, const char *method)
     vg_json_put_string(b, method);
 }
 
+/*
+ * A stdio request timed out: is the server stuck? vigil sends it one request at a time, so a
+ * server that answers nothing while its call hangs (single-threaded, as many small servers
+ * are) would cost every later call its whole timeout until the breaker opened after three
+ * (trial L5). A ping with a short deadline tells: answered, the server works and only that call
+ * was slow, so it stays; unanswered, it is stopped now (the breaker opens: the next call waits
+ * out the short backoff and gets a new process). An HTTP server's requests are POSTs of their
+ * own, one hung POST holding up no other: it is not asked.
+ */
+static void check_stuck(struct vg_mcp_client *c, int64_t timeout_ns)
+{
+    if (c->conf->url || c->state != ST_RUNNING || c->proc.pid <= 0)
+        return;
+    int64_t id = c->next_id++, ping_ns = VG_MIN(timeout_ns, (int64_t)STUCK_PING_MS * 1000000);
+    int64_t now = vg_clock_mono_ns(c->clock);
+    struct vg_mcp_msg resp = {0};
+    struct vg_buf b;
+    vigil_error e2 = {0};
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    put_request_head(&b, id, "ping");
+    vg_buf_puts(&b, "}\n");
+    vigil_code rc = b.fail ? VIGIL_ENOMEM : send_text(c, b.data, b.len, now + ping_ns, &e2);
+    if (!rc)
+        rc = await(c, id, now + ping_ns, now + ping_ns, ping_ns, &resp, &e2);
+    vg_mcp_msg_release(&resp);
+    vg_buf_release(&b);
+    if (rc == VIGIL_ETIMEOUT && c->state == ST_RUNNING)
+        mark_down(c, NULL, "a request got no answer in %lld ms, nor a ping in %lld ms: stuck",
+                  (long long)(timeout_ns / 1000000), (long long)(ping_ns / 1000000));
+}
+
 /* Request id, written in m (its text, ended with "\n" for stdio, which HTTP leaves out), and
  * its response, on a running server. name: params.name, for the 2026-07-28 headers. cancel:
  * on timeout, tell the server (notifications/cancelled); initialize must never be cancelled. */
@@ -700,6 +732,7 @@ static vigil_code exchange_text(struct vg_mcp_client *c, int64_t id, const char 
                json_pack("{s:I, s:s}", "requestId", (json_int_t)id, "reason",
                          "timed out: the client gave up"),
                &e2);
+        check_stuck(c, t);
     }
     if (rc)
         return rc;

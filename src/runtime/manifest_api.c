@@ -26,8 +26,16 @@ static int own_tool_named(void *user, const char *name)
 vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags, char **out_json,
                              vigil_error *err)
 {
+    if (!path || !*path)
+        return VG_FAIL(err, VIGIL_EINVAL, "apply needs a runtime and a manifest path");
+    return vigil_agent_apply_paths(rt, &path, 1, flags, out_json, err);
+}
+
+vigil_code vigil_agent_apply_paths(vigil_runtime *rt, const char *const *paths, size_t n_paths,
+                                   unsigned flags, char **out_json, vigil_error *err)
+{
     json_t *report = NULL, *problems = json_array();
-    if (!rt || !path || !*path) {
+    if (!rt || !paths || !n_paths) {
         json_decref(problems);
         return VG_FAIL(err, VIGIL_EINVAL, "apply needs a runtime and a manifest path");
     }
@@ -42,7 +50,7 @@ vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags
     if (!rc && !config)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying manifests");
     if (!rc)
-        rc = vg_manifest_apply_checked(&rt->env, path, (flags & VIGIL_APPLY_DRY_RUN) != 0,
+        rc = vg_manifest_apply_checked(&rt->env, paths, n_paths, (flags & VIGIL_APPLY_DRY_RUN) != 0,
                                        own_tool_named, &own, config, &report, problems, err);
     json_decref(config);
     vg_tool_executor_free(own.x);

@@ -197,8 +197,8 @@ vigil_code vigil_sandbox_run_keyed(vigil_runtime *rt, const char *agent_id, cons
     json_t *out = NULL;
     if (!rt || !code || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "sandbox run needs a runtime, code and an output");
-    if (language && strcmp(language, "lua") && strcmp(language, "typescript"))
-        return VG_FAIL(err, VIGIL_EINVAL, "language \"%s\": use lua or typescript", language);
+    if (language && !vg_code_language_adapter(language))
+        return VG_FAIL(err, VIGIL_EINVAL, "language \"%s\": use " VG_CODE_LANGUAGES, language);
     vigil_code rc;
     if (agent_id) {
         json_t *args = json_pack("{s:s%}", "code", code, code_len);

@@ -31,7 +31,15 @@
 /* The largest file a read returns and tool answer the bridge carries. */
 #define VG_BRIDGE_MAX_VALUE (1024u * 1024)
 
-enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR, STOP_SYSCALL, STOP_HALTED };
+enum stop {
+    STOP_NONE,
+    STOP_TIMEOUT,
+    STOP_BROKEN,
+    STOP_DIR,
+    STOP_SYSCALL,
+    STOP_HALTED,
+    STOP_CANCELED
+};
 
 struct exec {
     const struct vg_code_request *q;
@@ -64,6 +72,7 @@ struct exec {
     int listener_fd;       /* -1: none (yet, or it was closed) */
     char syscall_name[40]; /* "chown" */
     int syscall_nr;
+    int64_t cancel_next_ns; /* when to ask vg_code_request.cancelled again */
 };
 
 /* How often the host measures a folder the program writes into itself. */
@@ -490,6 +499,25 @@ static void take_syscall(struct exec *x, short revents)
     }
 }
 
+/* Why the host stops the program now, by its own clock: the host stopping for good (halt,
+ * looked at on every turn: a flag) or a person cancelling the run (a store read: asked once a
+ * second). A program whose run was cancelled is killed at once rather than left to run out its
+ * wall time (trial L6). */
+static enum stop stopped_from_outside(struct exec *x, int64_t now)
+{
+    const struct vg_code_request *q = x->q;
+    if (q->halt && *q->halt)
+        return STOP_HALTED;
+    if (q->cancelled && !x->cancel_next_ns) /* a program that ends within a second: no read */
+        x->cancel_next_ns = now + 1000000000LL;
+    if (!q->cancelled || now < x->cancel_next_ns)
+        return STOP_NONE;
+    x->cancel_next_ns = now + 1000000000LL;
+    if (!q->cancelled(q->cancelled_user))
+        return STOP_NONE;
+    return q->halt && *q->halt ? STOP_HALTED : STOP_CANCELED; /* the observer says yes to both */
+}
+
 /* Until the child's pipes are closed and it either exited or gave its last word (a Lua child
  * closes its pipes after its result, before it exits: the exit, which tears its address space
  * down, is not waited for). Whether it exited. */
@@ -521,10 +549,8 @@ static int wait_loop(struct exec *x, int direct_files)
             x->stop = STOP_TIMEOUT;
             break;
         }
-        if (x->q->halt && *x->q->halt) { /* the poll below waits a second at most */
-            x->stop = STOP_HALTED;
+        if ((x->stop = stopped_from_outside(x, now)) != STOP_NONE) /* the poll waits 1 s at most */
             break;
-        }
         if (direct_files)
             watch_dir(x, now, 0);
         if (x->stop != STOP_NONE || vg_fiber_poll(p, n, (int)VG_MIN(left, wait_ms)) <= 0)
@@ -576,6 +602,10 @@ static void classify_end(struct exec *x, int status)
     } else if (x->stop == STOP_HALTED) {
         fail(r, "interrupted",
              "the program was killed: vigil stopped while it ran (its grace period ended)");
+    } else if (x->stop == STOP_CANCELED) {
+        fail(r, "canceled",
+             "the program was killed: its run was cancelled while it ran; what it wrote in its "
+             "working directory stays there");
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
         note_refusal(r, "bridge", NULL, "bridge_error", x->broken);

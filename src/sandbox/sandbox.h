@@ -328,6 +328,11 @@ struct vg_code_request {
      * child is killed at once, checked at least once a second, and the answer is
      * "interrupted" instead of the program waiting out its wall-time limit. */
     const volatile int *halt;
+    /* Optional: non-zero once a person cancelled the run the execution is a tool call of
+     * (vg_tool_request.cancelled), asked about once a second: the child's process group is
+     * killed and the answer is "canceled". */
+    int (*cancelled)(void *user);
+    void *cancelled_user;
 };
 
 /*
@@ -335,7 +340,8 @@ struct vg_code_request {
  * returned nothing). ok = 0: error_code is one of code_too_large, syntax_error, runtime_error,
  * timeout, cpu_limit, memory_limit, tool_limit, dir_limit, process_limit, fd_limit,
  * sandbox_violation, sandbox_unavailable, bridge_error, interrupted (the host stopped it:
- * vg_code_request.halt); error_message says what to change.
+ * vg_code_request.halt), canceled (its run was cancelled: vg_code_request.cancelled);
+ * error_message says what to change.
  */
 struct vg_code_result {
     int ok;
@@ -410,5 +416,11 @@ const char *vg_deno_find(char *out, size_t n);
 int vg_deno_version(const char *deno, char *version, size_t n);
 vigil_code vg_code_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
                        struct vg_code_result *r, vigil_error *err);
+
+/* Every language name a program may be given in, for the messages that refuse another. */
+#define VG_CODE_LANGUAGES "lua, typescript or javascript"
+/* The adapter a language name runs under: "lua", or "typescript" for typescript and javascript
+ * (Deno runs plain JavaScript as the TypeScript it is a subset of); NULL for another name. */
+const char *vg_code_language_adapter(const char *name);
 
 #endif

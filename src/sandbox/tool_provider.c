@@ -42,15 +42,17 @@ static const char contract_fmt[] =
     "function raises an error table {code, message, op} that pcall can catch. Limits: code "
     "size, wall time, CPU, memory, output and tool calls; each violation is an error with a "
     "code (timeout, cpu_limit, memory_limit, tool_limit, code_too_large, syntax_error, "
-    "runtime_error, bridge_error, sandbox_violation). With language typescript the "
-    "program is TypeScript run by Deno (when the operator installed it): the same vigil "
+    "runtime_error, bridge_error, sandbox_violation). With language typescript (or "
+    "javascript) the program is TypeScript (or plain JavaScript) run by Deno (when the operator "
+    "installed it): the same vigil "
     "functions, synchronous, throwing a VigilError {code, message, op}; console.log is the "
     "output and a top-level return the result.\","
     "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
     "\"required\":[\"code\"],\"properties\":{"
     "\"code\":{\"type\":\"string\",\"minLength\":1,\"description\":\"the program; its "
     "return value is the result\"},"
-    "\"language\":{\"type\":\"string\",\"enum\":[\"lua\",\"typescript\"],\"description\":"
+    "\"language\":{\"type\":\"string\",\"enum\":[\"lua\",\"typescript\",\"javascript\"],"
+    "\"description\":"
     "\"the program's language (default: the agent's or the config's sandbox.language, else "
     "lua)\"}}},"
     "\"capabilities\":[\"code_execution\"],\"risk\":\"%s\","
@@ -107,11 +109,14 @@ static int host_call_tool(void *user, const char *tool, json_t *args, json_t **r
     char run_key[512];
     snprintf(run_key, sizeof run_key, "%s/code/%.16s/%d", h->q->run_key ? h->q->run_key : "",
              h->q->operation_id ? h->q->operation_id : "", h->n++);
+    /* In a run, the call is one of the run's journal too, marked with this key (trial L4). */
     struct vg_tool_call_ctx ctx = {.agent_id = h->q->agent_id,
                                    .run_key = run_key,
                                    .thread_id = h->q->thread_id,
                                    .run_id = h->q->run_id,
-                                   .wake_reason = h->q->wake_reason};
+                                   .wake_reason = h->q->wake_reason,
+                                   .journal_run = h->q->journal_run,
+                                   .journal_via = h->q->journal_run ? run_key : NULL};
     struct vg_tool_outcome o;
     memset(&o, 0, sizeof o);
     vigil_error err = {0};
@@ -152,15 +157,24 @@ static vigil_code agent_limits(const struct vg_tool_request *q, struct vg_code_l
     return rc;
 }
 
-/* The adapter for a language: lua or typescript (Deno). */
+const char *vg_code_language_adapter(const char *name)
+{
+    if (name && !strcmp(name, "lua"))
+        return "lua";
+    if (name && (!strcmp(name, "typescript") || !strcmp(name, "javascript")))
+        return "typescript";
+    return NULL;
+}
+
+/* The adapter for a language: lua, or Deno for typescript and javascript. */
 static struct vg_code_runtime *runtime_for(struct code_provider *c, const char *lang)
 {
-    return !strcmp(lang, "typescript") ? c->deno : vg_code_runtime_lua();
+    return !strcmp(vg_code_language_adapter(lang), "typescript") ? c->deno : vg_code_runtime_lua();
 }
 
 static int known_language(const char *lang)
 {
-    return !strcmp(lang, "lua") || !strcmp(lang, "typescript");
+    return vg_code_language_adapter(lang) != NULL;
 }
 
 vigil_code vg_sandbox_provider_settings(struct vg_tool_provider *p, const char *agent, char *wd,
@@ -186,7 +200,11 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     struct code_provider *c = (struct code_provider *)p;
     const char *code = json_string_value(json_object_get(q->args, "code"));
     char wd[4400];
-    struct vg_code_request req = {.code = code, .code_len = strlen(code), .halt = q->halt};
+    struct vg_code_request req = {.code = code,
+                                  .code_len = strlen(code),
+                                  .halt = q->halt,
+                                  .cancelled = q->cancelled,
+                                  .cancelled_user = q->cancelled_user};
     vigil_error e2 = {0};
     if (vg_sandbox_provider_settings(p, q->agent_id, wd, sizeof wd, &req, &e2)) {
         vg_tool_response_fail(r, VG_TOOL_FAILED, "%s", e2.message);
@@ -202,7 +220,7 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     if (asked)
         snprintf(lang, sizeof lang, "%s", asked);
     if (!known_language(lang)) {
-        vg_tool_response_fail(r, VG_TOOL_FAILED, "language \"%s\": use lua or typescript", lang);
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "language \"%s\": use " VG_CODE_LANGUAGES, lang);
         return VIGIL_OK;
     }
     if (q->preview_only) {
@@ -230,8 +248,15 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
         /* Killed because vigil stopped: cut short as a command tool is (tool/command.c), so
          * the executor's rules for a timeout apply (a program that may have acted is in doubt). */
         int halted = !strcmp(res.error_code, "interrupted");
-        vg_tool_response_fail(r, halted ? VG_TOOL_TIMEOUT : VG_TOOL_FAILED, "%s: %s",
-                              res.error_code, res.error_message);
+        /* Killed because a person cancelled the run: its effects are what it wrote in its own
+         * folder and the bridge calls it made, each recorded as its own operation, so the call
+         * is canceled, not in doubt (trial L6). */
+        int canceled = !strcmp(res.error_code, "canceled");
+        vg_tool_response_fail(r,
+                              halted     ? VG_TOOL_TIMEOUT
+                              : canceled ? VG_TOOL_CANCELED
+                                         : VG_TOOL_FAILED,
+                              "%s: %s", res.error_code, res.error_message);
         r->result = out;
     }
     vg_code_result_release(&res);
@@ -333,7 +358,7 @@ vigil_code vg_sandbox_tool_provider(struct vg_tool_executor *x, const json_t *cf
     c->uid = json_is_integer(uid) ? (uid_t)json_integer_value(uid) : 65534;
     const char *lang = json_string_value(json_object_get(c->cfg, "language"));
     if (!rc && lang && !known_language(lang))
-        rc = VG_FAIL(err, VIGIL_EINVAL, "sandbox.language must be lua or typescript");
+        rc = VG_FAIL(err, VIGIL_EINVAL, "sandbox.language must be " VG_CODE_LANGUAGES);
     if (!rc &&
         !(c->deno = vg_code_runtime_deno(json_string_value(json_object_get(c->cfg, "deno")))))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory making execute_code");

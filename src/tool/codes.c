@@ -24,6 +24,7 @@ static const struct {
     [VG_TOOL_IN_DOUBT] = {"in_doubt", VIGIL_ESTATE},
     [VG_TOOL_REJECTED] = {"rejected", VIGIL_EDENIED},
     [VG_TOOL_NOT_CONFIGURED] = {"not_configured", VIGIL_EINVAL},
+    [VG_TOOL_CANCELED] = {"canceled", VIGIL_ECANCELED},
 };
 
 const char *vg_tool_code_name(enum vg_tool_code c)

@@ -13,6 +13,8 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "journal/journal.h"
+#include "os/clock.h"
 #include "tool/schema.h"
 #include "os/ids.h"
 #include "os/proc.h"
@@ -1088,7 +1090,10 @@ static struct vg_tool_request make_req(struct vg_tool_executor *x, struct call_s
                                     .operation_id = st->op_id,
                                     .args = st->args,
                                     .preview_only = st->preview_only,
-                                    .halt = st->ctx ? st->ctx->halt : NULL};
+                                    .halt = st->ctx ? st->ctx->halt : NULL,
+                                    .cancelled = st->ctx ? st->ctx->cancelled : NULL,
+                                    .cancelled_user = st->ctx ? st->ctx->cancelled_user : NULL,
+                                    .journal_run = st->ctx ? st->ctx->journal_run : NULL};
 }
 
 /* The step hook's word on going on past this step (tool.h), or OK when there is none. */
@@ -2220,9 +2225,9 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
     return call_run(x, ctx, st, out, err);
 }
 
-vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                                 const char *tool_name, json_t *args, struct vg_tool_outcome *out,
-                                 vigil_error *err)
+static vigil_code call_through_gates(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                     const char *tool_name, json_t *args,
+                                     struct vg_tool_outcome *out, vigil_error *err)
 {
     struct call_st st = {0};
     memset(out, 0, sizeof *out);
@@ -2241,6 +2246,51 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
         snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
     st_release(&st);
     return rc;
+}
+
+/*
+ * A call made through another of the run (ctx->journal_via: a program's vigil.call) is a tool
+ * call of the run's journal too, as the model's are, marked with where it came from: the run's
+ * tool list, its counts, replay and export then show what the program did, not only that code
+ * ran (trial L4). Its start before the gates, so a refusal is listed as denied.
+ */
+static vigil_code call_journaled(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                 const char *tool_name, json_t *args, struct vg_tool_outcome *out,
+                                 vigil_error *err)
+{
+    char id[37], *input = vg_json_dumps(args ? args : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+    int64_t t0 = vg_clock_mono_ns(x->env->clock);
+    memset(out, 0, sizeof *out);
+    vigil_code rc = input ? vg_journal_tool_call_started_via(ctx->journal_run, tool_name,
+                                                             ctx->journal_via, input, id, err)
+                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory journaling a tool call");
+    vg_free(input);
+    if (rc)
+        return rc;
+    rc = call_through_gates(x, ctx, tool_name, args, out, err);
+    if (rc)
+        return rc;
+    json_t *j = out->content ? NULL : vg_tool_outcome_json(out);
+    char *text = j ? vg_json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    int64_t ms = (vg_clock_mono_ns(x->env->clock) - t0) / 1000000;
+    rc = vg_journal_tool_call_finished(
+        ctx->journal_run, id, vg_journal_tool_status_of(out->code != VG_TOOL_OK, out->error_code),
+        out->content ? out->content
+        : text       ? text
+                     : "null",
+        out->error_code[0] ? out->error_code : NULL, ms, err);
+    vg_free(text);
+    return rc;
+}
+
+vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                 const char *tool_name, json_t *args, struct vg_tool_outcome *out,
+                                 vigil_error *err)
+{
+    if (ctx && ctx->journal_run && ctx->journal_via)
+        return call_journaled(x, ctx, tool_name, args, out, err);
+    return call_through_gates(x, ctx, tool_name, args, out, err);
 }
 
 /* ---- approvals that run, recovery, in-doubt items ------------------------------------------- */

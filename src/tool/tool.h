@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+struct vg_run; /* journal/journal.h: a run's journal, passed through to providers */
+
 /* ---- standard error codes (one table: codes.c) --------------------------------------------- */
 
 enum vg_tool_code {
@@ -37,6 +39,7 @@ enum vg_tool_code {
     VG_TOOL_IN_DOUBT,
     VG_TOOL_REJECTED,
     VG_TOOL_NOT_CONFIGURED, /* a secret the tool's declaration references is not set */
+    VG_TOOL_CANCELED,       /* stopped because its run was cancelled (the sandbox's program) */
     VG_TOOL_CODE_COUNT
 };
 
@@ -99,6 +102,14 @@ struct vg_tool_request {
     /* Optional: non-zero once the host stops for good (a daemon past its grace period): a
      * provider that waits (a command tool) ends the call at once, killing what it started. */
     const volatile int *halt;
+    /* Optional: non-zero once a person cancelled the call's run (`vigil runs cancel`; a store
+     * read, so polled about once a second at most): a provider that can stop its effect at
+     * once (the sandbox kills its program) answers VG_TOOL_CANCELED. */
+    int (*cancelled)(void *user);
+    void *cancelled_user;
+    /* Optional: the run this call is part of (vg_tool_call_ctx.journal_run), for a provider
+     * whose own nested calls belong in that run's journal (the sandbox's bridge). */
+    struct vg_run *journal_run;
 };
 
 /* What a provider answers. Zero-initialize; the executor releases it. */
@@ -250,7 +261,16 @@ struct vg_tool_call_ctx {
     /* The arguments are the caller's own new tree, not read after the call (parsed for it): the
      * executor fills its defaults in place instead of copying it first. */
     int args_fresh;
-    const volatile int *halt; /* optional: vg_tool_request's */
+    const volatile int *halt;     /* optional: vg_tool_request's */
+    int (*cancelled)(void *user); /* optional: vg_tool_request's */
+    void *cancelled_user;
+    /* Optional: the run the call is part of (the agent loop's), handed to the provider
+     * (vg_tool_request.journal_run). With journal_via too, the call is one made through
+     * another call of that run (a program's vigil.call: via is the bridge's key): the executor
+     * records it in the run's journal as a tool call of its own, marked via
+     * (vg_journal_tool_call_started_via), as the loop records the model's. */
+    struct vg_run *journal_run;
+    const char *journal_via;
     /* Optional: checked inside the transaction that records a mutating operation as started
      * (the caller's lease epoch); an error there refuses to start the effect. Checked again in
      * the transaction a transactional tool's effect commits in. */

@@ -142,6 +142,29 @@ expect 0 agent list
 case "$OUT" in *twin*) echo "FAIL: a bad directory was partly applied"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 expect 3 agent apply "$T/none.yaml"
 one_line "$ERR"
+# Several files at once (trial L11): all applied together; a bad one among them applies none,
+# and a name in two of them is an error as in one directory.
+printf 'name: extractor\nkind: extract\n' >"$T/ex1.yaml"
+printf 'name: extractor2\nkind: extract\n' >"$T/ex2.yaml"
+printf 'name: analyst\nkind: analyse\ntools: ["memory_["]\n' >"$T/an.yaml"
+expect 2 agent apply "$T/ex1.yaml" "$T/ex2.yaml" "$T/an.yaml"
+has "$ERR" "$T/an.yaml:3:9: /tools/0: bad glob"
+expect 0 agent list
+case "$OUT" in *extractor*) echo "FAIL: a bad file among several let the others apply"; fail_count ;; *) passed=$((passed + 1)) ;; esac
+expect 2 agent apply "$T/ex1.yaml" "$T/dup/a.yaml" "$T/ex1.yaml"
+has "$ERR" "agent name \"extractor\" is already used by $T/ex1.yaml"
+printf 'name: analyst\nkind: analyse\n' >"$T/an.yaml"
+expect 0 agent apply "$T/ex1.yaml" "$T/ex2.yaml" "$T/an.yaml"
+has "$OUT" 'created agent "extractor" ('
+has "$OUT" 'created agent "extractor2" ('
+has "$OUT" 'created agent "analyst" ('
+has "$OUT" "[$T/an.yaml]"
+expect 0 agent apply "$T/ex2.yaml" "$T/dup/a.yaml" --dry-run --json
+has "$OUT" '"action":"unchanged"'
+has "$OUT" '"action":"created"'
+has "$OUT" '"name":"twin"'
+expect 3 agent apply "$T/ex1.yaml" "$T/none.yaml"
+one_line "$ERR"
 expect 3 agent export 00000000-0000-7000-8000-000000000000
 
 # The declared command tool: secret from the environment at call time, minimal environment,

@@ -54,7 +54,8 @@ one_line "$ERR"
 printf 'print("hi")\n' > "$T/f.py"
 expect 2 sandbox run "$T/f.py"
 one_line "$ERR"
-has "$ERR" 'use a .lua (Lua) or .ts (TypeScript) file'
+has "$ERR" 'use a .lua (Lua), .ts (TypeScript) or .js (JavaScript) file'
+has "$ERR" 'Python is not offered'
 [ -z "$OUT" ] && passed=$((passed + 1)) || { echo "FAIL: f.py ran: $OUT"; fail_count; }
 expect 3 sandbox run "$T/missing.lua"
 has "$ERR" 'could not read "'"$T"'/missing.lua": No such file'

@@ -36,6 +36,14 @@ has "$OUT" '"output":"hello\n"'
 expect 0 sandbox run "$T/ok.ts"
 has "$OUT" '{"sum":3}'
 
+# Plain JavaScript (trial L8): a .js file, and the language named javascript, run in Deno.
+printf 'console.log("hi from js");\nreturn [1, 2, 3].map(x => x * 2);\n' > "$T/ok.js"
+expect 0 sandbox run "$T/ok.js" --json
+compact_out
+has "$OUT" '"ok":true'
+has "$OUT" '"result":[2,4,6]'
+has "$OUT" '"output":"hi from js\n"'
+
 printf 'let y = = 1;\n' > "$T/syntax.ts"
 expect 1 sandbox run "$T/syntax.ts" --json
 compact_out
@@ -75,9 +83,21 @@ printf 'return [1, 2].map((x: number) => x * 2);\n' > "$T/plain"
 expect 0 sandbox run "$T/plain" --json
 compact_out
 has "$OUT" '"result":[2,4]'
+printf 'sandbox:\n  root: %s/sbx\n  language: javascript\n' "$T" > "$VIGIL_CONFIG"
+printf 'return [3, 4].map(x => x + 1);\n' > "$T/plainjs"
+expect 0 sandbox run "$T/plainjs" --json
+compact_out
+has "$OUT" '"result":[4,5]'
+# The agent's manifest may name javascript too; the program runs through its gate.
+sed 's/language: typescript/language: javascript/' "$T/coder.yaml" > "$T/coder-js.yaml"
+expect 0 agent apply "$T/coder-js.yaml" --json
+printf 'return typeof Deno;\n' > "$T/prog-js"
+expect 0 sandbox run "$T/prog-js" --agent "$coder" --json
+compact_out
+has "$OUT" '"result":"object"'
 printf 'sandbox:\n  language: cobol\n' > "$VIGIL_CONFIG"
 expect 2 sandbox run "$T/plain" --agent "$coder" --json
 compact_out
-has "$ERR" 'sandbox.language must be lua or typescript'
+has "$ERR" 'sandbox.language must be lua, typescript or javascript'
 
 finish

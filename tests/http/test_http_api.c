@@ -1111,8 +1111,12 @@ TEST(sandbox_over_http)
     call_code(404, "ENOTFOUND", "POST", "/v1/sandbox/run",
               "{\"code\":\"return 1\",\"agent\":\"nobody\"}");
     call_code(400, "EINVAL", "POST", "/v1/sandbox/run", "{\"source\":\"return 1\"}");
-    call_code(400, "EINVAL", "POST", "/v1/sandbox/run",
-              "{\"code\":\"return 1\",\"language\":\"cobol\"}");
+    /* An unknown language's refusal lists every name taken (trial L8). */
+    v = call(400, "POST", "/v1/sandbox/run", "{\"code\":\"return 1\",\"language\":\"cobol\"}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EINVAL");
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")),
+                    "use lua, typescript or javascript");
+    json_decref(v);
 }
 
 /* ---- long calls off libmicrohttpd's threads ---------------------------------------------------

@@ -14,6 +14,8 @@
 //   env       answers the names of its environment variables and the value of TOKEN
 //   grow      (only with FAULT_GROW set) adds a tool "grown" and announces list_changed
 //   methods   (not listed) answers the methods it received so far, in order
+//   stuck     (not listed) blocks the server's only thread for 10 minutes: nothing, not even a
+//             ping, is answered (a single-threaded server stuck in a call)
 // The first tools/list answer is followed by notifications/tools/list_changed.
 // How reference servers bend the specification, on demand: FAULT_VERSION answers initialize
 // with that protocolVersion whatever was asked (everything answers 2025-11-25 to 2099-01-01);
@@ -75,6 +77,7 @@ function call(id, p) {
   }
   if (p.name === 'grown' && tools.length > names.length) return text('I am new');
   if (p.name === 'methods') return text(seen.join(','));
+  if (p.name === 'stuck') return Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 600000);
   if (extra.some((t) => t.name === p.name)) return text('extra: ' + p.name);
   out({jsonrpc: '2.0', id, result: {isError: true,
     content: [{type: 'text', text: 'Unknown tool: ' + p.name}]}});

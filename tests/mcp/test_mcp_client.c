@@ -134,11 +134,13 @@ TEST(a_hang_times_out_by_the_clock_and_is_cancelled)
     vigil_error err = {0};
     char *t = call_text(c, "ok", VIGIL_OK, &err);
     vg_free(t);
-    clk.step_ms = 300; /* every clock read moves 300 ms: the 1000 ms timeout passes quickly */
+    /* Every clock read moves 100 ms: the 1000 ms timeout passes in about ten polls, and the
+     * ping after it (answered at once by this server, busy with nothing) has as many. */
+    clk.step_ms = 100;
     call_text(c, "hang", VIGIL_ETIMEOUT, &err);
     clk.step_ms = 0;
     ASSERT(strstr(err.message, "did not answer within 1000 ms"));
-    ASSERT_STREQ(vg_mcp_client_state(c), "running");
+    ASSERT_STREQ(vg_mcp_client_state(c), "running"); /* it answered the ping: it works */
     /* The hang was request id 3 (0 server/discover, 1 initialize, 2 ok): the server heard it
      * was cancelled. */
     t = call_text(c, "cancelled", VIGIL_OK, &err);
@@ -174,7 +176,7 @@ TEST(repeated_timeouts_open_the_breaker)
     char *t = call_text(c, "ok", VIGIL_OK, &err);
     vg_free(t);
     int pid = vg_mcp_client_pid(c);
-    clk.step_ms = 300;
+    clk.step_ms = 100; /* a server that answers the ping after each: kept until the third */
     call_text(c, "hang", VIGIL_ETIMEOUT, &err);
     call_text(c, "hang", VIGIL_ETIMEOUT, &err);
     ASSERT_STREQ(vg_mcp_client_state(c), "running");
@@ -186,6 +188,36 @@ TEST(repeated_timeouts_open_the_breaker)
     /* Open: the next call does not wait for a timeout of the hung server; it waits out the
      * short backoff and gets a new process. */
     t = call_text(c, "ok", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "ok: 1");
+    ASSERT_NE(vg_mcp_client_pid(c), pid);
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+/* A server stuck in a call (its one thread blocked: it answers nothing, not even a ping) costs
+ * one timeout, not three (trial L5): the ping after the timeout goes unanswered, the server is
+ * stopped at once, and the next call gets a new process after the short backoff instead of
+ * waiting out a second timeout. Without the ping the server stays "running" and the next call
+ * times out too. */
+TEST(a_stuck_stdio_server_costs_one_timeout_and_is_restarted)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    vg_free(t);
+    int pid = vg_mcp_client_pid(c);
+    logged[0] = '\0';
+    clk.step_ms = 100;
+    call_text(c, "stuck", VIGIL_ETIMEOUT, &err);
+    clk.step_ms = 0;
+    ASSERT(strstr(err.message, "did not answer within 1000 ms"));
+    ASSERT_STREQ(vg_mcp_client_state(c), "down");
+    ASSERT_EQ(kill(pid, 0), -1); /* the stuck server was stopped */
+    ASSERT(strstr(logged, "a request got no answer in 1000 ms, nor a ping in 1000 ms: stuck "
+                          "(next start in 250 ms)"));
+    t = call_text(c, "ok", VIGIL_OK, &err); /* a new process, no second timeout */
     ASSERT_STREQ(t, "ok: 1");
     ASSERT_NE(vg_mcp_client_pid(c), pid);
     vg_free(t);
@@ -399,6 +431,7 @@ int main(void)
     RUN(a_hang_times_out_by_the_clock_and_is_cancelled);
     RUN(a_server_that_exits_between_calls_starts_again_at_once);
     RUN(repeated_timeouts_open_the_breaker);
+    RUN(a_stuck_stdio_server_costs_one_timeout_and_is_restarted);
     RUN(garbage_lines_and_a_server_ping_with_id_0);
     RUN(a_10mb_answer_is_dropped_and_the_connection_goes_on);
     RUN(progress_and_unknown_tools);

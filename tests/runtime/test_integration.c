@@ -125,6 +125,74 @@ static const char TURN_ONE[] =
     "return {days = 3 * 2 + 1, found = #hits.results}\"}}]}},"
     "{\"response\":{\"text\":\"Noted: Friday the 4th, seven days from now.\"}}]";
 
+/* The run's JSON answer to call (vigil_run_*), parsed. */
+static json_t *run_json(vigil_code (*call)(vigil_runtime *, const char *, char **, vigil_error *),
+                        struct test_rt *t, const char *id)
+{
+    char *out = NULL;
+    ASSERT_OK(call(t->rt, id, &out, E));
+    json_t *v = json_loads(out, 0, NULL);
+    vigil_free(out);
+    ASSERT(v != NULL);
+    return v;
+}
+
+/* Whether the agent's journal export (its interaction records) holds text. */
+static int exported_has(struct test_rt *t, const char *agent, const char *text)
+{
+    char dir[4200], path[4600], *body = NULL;
+    int64_t n = 0;
+    size_t len = 0;
+    snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("integration-export"));
+    ASSERT_OK(vigil_journal_export(t->rt, agent, dir, &n, E));
+    snprintf(path, sizeof path, "%s/agent-journals/%s.interaction.jsonl", dir, agent);
+    ASSERT_OK(vg_fs_read_file(path, 1u << 26, &body, &len, E));
+    int found = strstr(body, text) != NULL;
+    vg_free(body);
+    return found;
+}
+
+/* The program's memory_read through the bridge is one of the run's tool calls, after the
+ * execute_code that made it and marked with the bridge's key "<run key>/code/<op>/0": in the
+ * run's tool list, its counts, its replay and its journal export (trial L4). */
+static void program_calls_are_the_runs(struct test_rt *t, const char *run_id)
+{
+    char *out = NULL;
+    ASSERT(run_id != NULL);
+    ASSERT_OK(vigil_run_tools(t->rt, run_id, NULL, 0, &out, E));
+    json_t *page = json_loads(out, 0, NULL), *items = json_object_get(page, "items");
+    vigil_free(out);
+    ASSERT_EQ(json_array_size(items), 3);
+    static const char *const names[] = {"memory_write", "execute_code", "memory_read"};
+    for (size_t i = 0; i < 3; i++)
+        ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, i), "name")),
+                     names[i]);
+    json_t *code = json_array_get(items, 1), *read = json_array_get(items, 2);
+    ASSERT(json_object_get(code, "via") == NULL); /* the model's own calls carry none */
+    const char *via = json_string_value(json_object_get(read, "via"));
+    const char *op = json_string_value(json_object_get(code, "operation_id"));
+    char want[64];
+    ASSERT(via != NULL && op != NULL);
+    snprintf(want, sizeof want, "/code/%.16s/0", op);
+    ASSERT(strlen(via) > strlen(want) && !strcmp(via + strlen(via) - strlen(want), want));
+    ASSERT_STREQ(json_string_value(json_object_get(read, "status")), "succeeded");
+    json_t *one =
+        run_json(vigil_run_tool, t, json_string_value(json_object_get(read, "tool_call_id")));
+    ASSERT_STREQ(json_string_value(json_object_get(one, "via")), via);
+    char *input = json_dumps(json_object_get(one, "input"), JSON_COMPACT);
+    ASSERT_CONTAINS(input, "release ships");
+    free(input);
+    json_decref(one);
+    json_t *shown = run_json(vigil_run_show, t, run_id);
+    ASSERT_EQ(json_integer_value(json_object_get(shown, "tool_calls")), 3);
+    json_t *replayed = run_json(vigil_run_replay, t, run_id);
+    ASSERT(json_is_true(json_object_get(replayed, "stored_projection_matches")));
+    json_decref(replayed);
+    ASSERT(exported_has(t, json_string_value(json_object_get(shown, "agent_id")), via));
+    json_decref(shown);
+    json_decref(page);
+}
+
 /* Turn one: the persona in context, memory_write, then execute_code (which reads memory back
  * through the bridge) and its result in the model's next request. */
 static void personal_first_turn(struct test_rt *t, const char *pal)
@@ -152,6 +220,7 @@ static void personal_first_turn(struct test_rt *t, const char *pal)
     json_decref(res);
     ASSERT_CONTAINS(reply_of(o), "seven days");
     ASSERT_EQ(json_integer_value(json_object_get(o, "tool_calls")), 2);
+    program_calls_are_the_runs(t, json_string_value(json_object_get(o, "run_id")));
     json_decref(o);
     unscript(t, &w);
 }

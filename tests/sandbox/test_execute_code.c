@@ -7,6 +7,7 @@
  */
 #include "base/common.h"
 
+#include "journal/journal.h"
 #include "os/fs.h"
 #include "sandbox/sandbox_helpers.h"
 #include "tool/tool_helpers.h"
@@ -167,6 +168,48 @@ TEST(errors_are_structured)
     sbx_assert_no_children();
 }
 
+/* Says yes the second time it is asked: the run was cancelled while the program ran. */
+static int cancelled_on_second_ask(void *user)
+{
+    int *asked = user;
+    return ++*asked >= 2;
+}
+
+/* A program whose run a person cancels is killed at once, not left to run out its wall time
+ * (trial L6): the call answers canceled, not a timeout and not in doubt, and what the program
+ * wrote before stays in its working directory. Without the cancel poll the program runs its
+ * 20 s wall time and answers timeout. */
+TEST(a_program_whose_run_is_cancelled_is_killed_at_once_and_the_call_is_canceled)
+{
+    char a[37], path[8300], *text = NULL;
+    size_t n = 0;
+    int asked = 0;
+    make_agent(&t,
+               "{\"tools\":[\"execute_code\"],\"capabilities\":[\"code_execution\"],"
+               "\"sandbox\":{\"limits\":{\"wall_ms\":20000,\"cpu_ms\":20000}}}",
+               a);
+    json_t *args =
+        json_pack("{s:s}", "code", "vigil.write('before.txt', 'kept')\nwhile true do end");
+    struct vg_tool_call_ctx ctx = {.agent_id = a,
+                                   .run_key = "cancelled-run",
+                                   .cancelled = cancelled_on_second_ask,
+                                   .cancelled_user = &asked};
+    struct vg_tool_outcome o;
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "execute_code", args, &o, E));
+    json_decref(args);
+    ASSERT_EQ(o.code, VG_TOOL_CANCELED);
+    ASSERT_STREQ(o.error_code, "canceled");
+    ASSERT_CONTAINS(o.error_message, "its run was cancelled");
+    ASSERT_EQ(asked, 2); /* asked once a second: killed at the second ask, about 2 s in */
+    ASSERT_STREQ(vg_journal_tool_status_of(1, o.error_code), "canceled");
+    snprintf(path, sizeof path, "%s/%s/before.txt", root, a);
+    ASSERT_OK(vg_fs_read_file(path, 100, &text, &n, E));
+    ASSERT_STREQ(text, "kept");
+    vg_free(text);
+    vg_tool_outcome_release(&o);
+    sbx_assert_no_children();
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "%s", vg_test_tmpdir("sandbox-exec-root"));
@@ -182,6 +225,7 @@ int main(void)
     RUN(bridge_goes_through_the_gate);
     RUN(refusals_are_journaled);
     RUN(errors_are_structured);
+    RUN(a_program_whose_run_is_cancelled_is_killed_at_once_and_the_call_is_canceled);
     test_rt_close(&t);
     return 0;
 }
