@@ -598,8 +598,17 @@ static void compare_chat(const char *agent, const char *other, struct block *h, 
 #define TURN_PAIRS 1000
 
 struct turn {
-    double wall, cpu, self, daemon, switches; /* switches: the daemon's voluntary ones */
+    double wall, cpu, self, daemon;
+    double switches, self_switches; /* voluntary ones: the daemon's, this process's */
 };
+
+/* This process's voluntary context switches so far (all its threads). */
+static double self_switches(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_nvcsw;
+}
 
 /* One round trip to the floor server, its wall: what a request and its answer cost on this
  * machine's loopback with no work behind them (two processes woken, the kernel's TCP, libcurl),
@@ -617,13 +626,14 @@ static struct turn one_turn(CURL *c, vigil_runtime *rt, const char *agent)
     struct turn t;
     struct timespec pause = {0, 2 * 1000 * 1000};
     struct threads d0 = daemon_threads();
-    double self0 = bench_cpu_s(), t0 = bench_wall_s();
+    double sw0 = self_switches(), self0 = bench_cpu_s(), t0 = bench_wall_s();
     if (c)
         chat_http(c, 1);
     else
         chat_c(rt, agent, 1);
     t.wall = bench_wall_s() - t0;
     t.self = bench_cpu_s() - self0;
+    t.self_switches = self_switches() - sw0;
     nanosleep(&pause, NULL); /* not a wait for an event: see above */
     struct threads d1 = daemon_threads();
     t.daemon = (d1.cpu_ns - d0.cpu_ns) / 1e9;
@@ -700,8 +710,10 @@ static void compare_turns(const char *agent, const char *other)
     print_pairs("CPU both", h, c, offsetof(struct turn, cpu), 1e3);
     print_pairs("CPU daemon", h, c, offsetof(struct turn, daemon), 1e3);
     print_pairs("CPU bench", h, c, offsetof(struct turn, self), 1e3);
-    printf("  the daemon's voluntary context switches a turn (not ms):\n");
+    printf("  voluntary context switches a turn (not ms), the daemon's and this process's (the\n"
+           "  client's wait, or the C API turn's own log sync):\n");
     print_pairs("switches", h, c, offsetof(struct turn, switches), 1);
+    print_pairs("switches, bench", h, c, offsetof(struct turn, self_switches), 1);
     printf("  the same POST to a server doing nothing (one a pair, keep-alive; ms):\n");
     print_spread("wall, floor round trip", trip, TURN_PAIRS, 1e3);
 }

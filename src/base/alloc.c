@@ -63,6 +63,18 @@ void vg_alloc_release_free(void)
 #endif
 }
 
+/* Above glibc's per-thread cache (1,032 bytes) and its small bins (under 1,024): an allocation
+ * from the large bins, the one that consolidates the fastbins first. */
+#define SETTLE_SIZE 1100
+
+void vg_alloc_settle_thread(void)
+{
+#ifdef __GLIBC__
+    void *volatile block = malloc(SETTLE_SIZE); /* volatile: not a pair the compiler may drop */
+    free(block);
+#endif
+}
+
 unsigned long vg_alloc_failures(void)
 {
     return thread_failures;

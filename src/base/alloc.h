@@ -49,6 +49,16 @@ unsigned long vg_alloc_failures(void);
  */
 void vg_alloc_release_free(void);
 
+/*
+ * Settles the small blocks this thread freed (glibc: folds its arena's fastbins into the free
+ * lists) now. glibc does that at the thread's next allocation of 1 KiB or more, whenever it
+ * comes: after a chat turn (thousands of small blocks freed) and an idle wait that left them
+ * out of the cache, that was 15 to 200 us of the next request's time, before it reached its
+ * route (docs/internals/PERF.md, session 39). A server thread calls it once its answer is out,
+ * while they are still in the cache. Nothing elsewhere.
+ */
+void vg_alloc_settle_thread(void);
+
 /* Route jansson's allocations through vg_malloc/vg_free. Idempotent. */
 void vg_alloc_install_json(void);
 

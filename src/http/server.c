@@ -766,6 +766,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         vg_free(p);
         *con_cls = NULL;
     }
+    /* The answer is out: what the request (a whole chat turn's thousands of blocks) freed is
+     * settled now, warm, not at the start of the next request after an idle wait (alloc.h). */
+    vg_alloc_settle_thread();
 }
 
 /* ---- start and stop ---------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /*
- * test_base.c: the error table, the capped buffer, allocation fault injection and hashing.
+ * test_base.c: the error table, the capped buffer, allocation fault injection, settling a
+ * thread's freed blocks, and hashing.
  */
 #include "helpers/test.h"
 
@@ -11,6 +12,9 @@
 #include "base/jscan.h"
 
 #include <jansson.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 TEST(codes_have_text_and_statuses)
 {
@@ -98,6 +102,26 @@ TEST(buf_reports_out_of_memory)
     vigil_error err = {0};
     ASSERT_EQ(vg_buf_finish(&b, &err), VIGIL_ENOMEM);
     vg_buf_release(&b);
+}
+
+/* What a chat turn leaves behind: many small blocks freed, past glibc's per-thread cache, into
+ * its fastbins. vg_alloc_settle_thread folds them in at once (a server thread does it after its
+ * answer: src/http/server.c), rather than at the next allocation of 1 KiB or more. */
+TEST(settling_a_thread_leaves_no_small_freed_block_waiting)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    enum { N = 256 };
+    void *blocks[N];
+    for (int i = 0; i < N; i++)
+        ASSERT((blocks[i] = malloc(48)) != NULL);
+    for (int i = 0; i < N; i++)
+        free(blocks[i]);
+    if (mallinfo2().smblks == 0) /* not glibc's allocator (a sanitizer's): nothing waits */
+        return;
+    vg_alloc_settle_thread();
+    ASSERT_EQ(mallinfo2().smblks, (size_t)0);
+    ASSERT_EQ(mallinfo2().fsmblks, (size_t)0);
+#endif
 }
 
 TEST(sha256_known_vector_and_parts)
@@ -552,6 +576,7 @@ int main(void)
     RUN(buf_grows_and_caps);
     RUN(buf_integers_and_bytes);
     RUN(buf_reports_out_of_memory);
+    RUN(settling_a_thread_leaves_no_small_freed_block_waiting);
     RUN(sha256_known_vector_and_parts);
     RUN(canonical_json_matches_jansson);
     RUN(reals_are_written_with_the_fewest_digits_that_read_back);
