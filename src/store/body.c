@@ -1122,3 +1122,108 @@ int vg_body_unpack_prev(const struct vg_record *r, const char *prev, struct vg_b
         out->data[mark] = '\0';
     return 0;
 }
+
+/* ---- members of a message row (store/rows.c) ------------------------------------------------- */
+
+const char *vg_body_value_end(const char *p, const char *end)
+{
+    return value_end(p, end);
+}
+
+/* The flat members of body (a whole object), or -1. */
+static int object_members(const char *body, size_t len, struct member *m)
+{
+    return len >= 2 && body[0] == '{' && body[len - 1] == '}'
+               ? members_of(body + 1, body + len - 1, m)
+               : -1;
+}
+
+/* Whether member m's value is the JSON string of val (plain text, no escapes). */
+static int value_is(const struct member *m, const char *val, size_t vlen)
+{
+    const char *v = m->key + m->klen + 2;
+    return (size_t)(m->end - v) == vlen + 2 && v[0] == '"' && !memcmp(v + 1, val, vlen) &&
+           v[vlen + 1] == '"';
+}
+
+int vg_body_drop_string(const char *body, const char *key, const char *val, struct vg_buf *out)
+{
+    struct member m[MAX_MEMBERS];
+    size_t klen = strlen(key), vlen = strlen(val);
+    int n = object_members(body, strlen(body), m), at = -1;
+    for (int i = 0; i < n && at < 0; i++)
+        if (m[i].klen == klen && !memcmp(m[i].key, key, klen) && value_is(&m[i], val, vlen))
+            at = i;
+    if (at < 0)
+        return 0;
+    vg_buf_putc(out, '{');
+    for (int i = 0, first = 1; i < n; i++) {
+        if (i == at)
+            continue;
+        if (!first)
+            vg_buf_putc(out, ',');
+        vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
+        first = 0;
+    }
+    vg_buf_putc(out, '}');
+    return 1;
+}
+
+/* A comma before every member but the first. */
+static void separate(struct vg_buf *out, int *wrote)
+{
+    if (*wrote)
+        vg_buf_putc(out, ',');
+    *wrote = 1;
+}
+
+static void put_string_member(struct vg_buf *out, const char *key, const char *val, int *wrote)
+{
+    separate(out, wrote);
+    vg_buf_putc(out, '"');
+    vg_buf_puts(out, key);
+    vg_buf_puts(out, "\":\"");
+    vg_buf_puts(out, val);
+    vg_buf_putc(out, '"');
+}
+
+int vg_body_add_string(const char *body, const char *key, const char *val, struct vg_buf *out)
+{
+    struct member m[MAX_MEMBERS];
+    size_t klen = strlen(key);
+    int n = object_members(body, strlen(body), m), done = 0, wrote = 0;
+    if (n < 0)
+        return 0;
+    vg_buf_putc(out, '{');
+    for (int i = 0; i < n; i++) {
+        if (!done && key_cmp(m[i].key, m[i].klen, key, klen) > 0) {
+            put_string_member(out, key, val, &wrote);
+            done = 1;
+        }
+        separate(out, &wrote);
+        vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
+    }
+    if (!done)
+        put_string_member(out, key, val, &wrote);
+    vg_buf_putc(out, '}');
+    return 1;
+}
+
+size_t vg_body_string_of(const char *body, const char *key, char *out, size_t cap)
+{
+    struct member m[MAX_MEMBERS];
+    size_t klen = strlen(key);
+    int n = object_members(body, strlen(body), m);
+    for (int i = 0; i < n; i++) {
+        if (m[i].klen != klen || memcmp(m[i].key, key, klen))
+            continue;
+        const char *v = m[i].key + klen + 2;
+        size_t len = (size_t)(m[i].end - v);
+        if (len < 2 || v[0] != '"' || len - 2 >= cap || memchr(v + 1, '\\', len - 2))
+            return 0;
+        memcpy(out, v + 1, len - 2);
+        out[len - 2] = '\0';
+        return len - 2;
+    }
+    return 0;
+}

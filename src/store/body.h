@@ -44,4 +44,17 @@ int vg_body_unpack(const struct vg_record *r, struct vg_buf *out);
 int vg_body_pack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out);
 int vg_body_unpack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out);
 
+/* For the rows of a step's messages (store/rows.c). The end of the JSON value at p (before end),
+ * or NULL. */
+const char *vg_body_value_end(const char *p, const char *end);
+/* body (a flat object, keys ascending) without its top-level member "key":"val" into out: 1 when
+ * it had that member with that value (val: plain text, no escapes), else 0 (out untouched). */
+int vg_body_drop_string(const char *body, const char *key, const char *val, struct vg_buf *out);
+/* body with "key":"val" put back at its place in key order into out: 1, or 0 when body is not a
+ * flat object (out untouched). */
+int vg_body_add_string(const char *body, const char *key, const char *val, struct vg_buf *out);
+/* The text of body's top-level string member key (no escapes) into out (cap bytes): its length,
+ * 0 when there is none that fits. */
+size_t vg_body_string_of(const char *body, const char *key, char *out, size_t cap);
+
 #endif

@@ -1,0 +1,840 @@
+/*
+ * rows.c: a step's messages in one row (docs/internals/STORE.md, "A step's messages in one
+ * row"). An action or toolResult message whose id was made from the thought before it (the
+ * thought's id with its last hex digit 1..f in place of 0) is not a row of its own: it is
+ * appended to that thought's row when the row is its thread's last, so a thread's rows never
+ * overlap in (seq, id). The wrappers (store.c) give every reader one record a message, with the
+ * columns and body it was written with.
+ *
+ * A row with members is stored as {"~":[[k,dseq,dat,"a",flags,MEMBER],...],REST}: {REST} is the
+ * thought's own stored body (body.h), k the member id's digit, dseq and dat its seq and time less
+ * the row's, "a" an action and "t" a toolResult, MEMBER its body as body.h stores a message's,
+ * less its prev_id when that is the record before it in the row (flags bit 1) and its run_id when
+ * that is the thought's (bit 2); its shapes' PREV holes stand for that prev_id. A plain row whose
+ * stored text begins with {"~": is stored behind {"~":[], (read back by taking that off).
+ *
+ * Sections: ids and the row's text; a row's records; reads; writes.
+ */
+#include "base/common.h"
+
+#include <errno.h>
+
+#include "os/ids.h"
+#include "store/body.h"
+#include "store/store.h"
+#include "store/store_int.h"
+
+#define ROW_KIND "message"
+#define MARK "{\"~\":["
+#define MARK_LEN 6
+#define MEMBERS_MAX 15
+#define FLAG_PREV 1
+#define FLAG_RUN 2
+#define ID_LEN 36
+#define RUN_ID_MAX 201 /* an id of the store: at most 200 bytes */
+
+/* ---- ids and the row's text ------------------------------------------------------------------ */
+
+int vg_rows_on(struct vg_store *s, const char *kind)
+{
+    if (strcmp(kind, ROW_KIND) != 0)
+        return 0;
+    if (s->member_rows == 0)
+        s->member_rows =
+            s->methods->control(s, VG_STORE_CTRL_MEMBER_ROWS, NULL, NULL) == VIGIL_OK ? 1 : -1;
+    return s->member_rows > 0;
+}
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The digit (1..15) of a member id, its host's id into host; 0 for any other id. */
+static int member_of(const char *id, char host[ID_LEN + 1])
+{
+    if (strlen(id) != ID_LEN || !vg_id_valid(id))
+        return 0;
+    int k = hex_value(id[ID_LEN - 1]);
+    if (k <= 0)
+        return 0;
+    memcpy(host, id, ID_LEN + 1);
+    host[ID_LEN - 1] = '0';
+    return k;
+}
+
+static void member_id(const char *host, int k, char out[ID_LEN + 1])
+{
+    memcpy(out, host, ID_LEN + 1);
+    out[ID_LEN - 1] = "0123456789abcdef"[k];
+}
+
+static int member_type(const char *k2)
+{
+    return k2 && (!strcmp(k2, "action") || !strcmp(k2, "toolResult"));
+}
+
+struct entry {
+    int k, flags;
+    int64_t dseq, dat;
+    char type;
+    const char *body; /* the member's stored text, blen bytes (not terminated) */
+    size_t blen;
+};
+
+struct row {
+    int marked, n;
+    struct entry e[MEMBERS_MAX];
+    const char *rest; /* after the list: ",..." or "}" */
+};
+
+static int read_int(const char **p, int64_t *v)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(*p, &end, 10);
+    if (end == *p || errno || *end != ',')
+        return 0;
+    *v = x;
+    *p = end + 1;
+    return 1;
+}
+
+/* One entry [k,dseq,dat,"a",flags,MEMBER] at *p. */
+static int read_entry(const char **p, const char *end, struct entry *e)
+{
+    int64_t k, flags;
+    const char *q = *p;
+    if (*q++ != '[' || !read_int(&q, &k) || !read_int(&q, &e->dseq) || !read_int(&q, &e->dat))
+        return 0;
+    if (q[0] != '"' || (q[1] != 'a' && q[1] != 't') || q[2] != '"' || q[3] != ',')
+        return 0;
+    e->type = q[1];
+    q += 4;
+    if (!read_int(&q, &flags) || k < 1 || k > MEMBERS_MAX || *q != '{')
+        return 0;
+    const char *v = vg_body_value_end(q, end);
+    if (!v || v == q || *v != ']')
+        return 0;
+    e->k = (int)k;
+    e->flags = (int)flags;
+    e->body = q;
+    e->blen = (size_t)(v - q);
+    *p = v + 1;
+    return 1;
+}
+
+/* Parse a stored row's text: 1 (marked or not), 0 when a marked text does not parse (it is then
+ * read as stored). */
+static int row_parse(const char *body, struct row *r)
+{
+    r->marked = r->n = 0;
+    if (strncmp(body, MARK, MARK_LEN) != 0)
+        return 1;
+    const char *p = body + MARK_LEN, *end = body + strlen(body);
+    while (*p != ']') {
+        if (r->n == MEMBERS_MAX || !read_entry(&p, end, &r->e[r->n]))
+            return 0;
+        r->n++;
+        if (*p == ',')
+            p++;
+        else if (*p != ']')
+            return 0;
+    }
+    p++;
+    if (*p != ',' && *p != '}')
+        return 0;
+    r->rest = p;
+    r->marked = 1;
+    return 1;
+}
+
+/* The host's own stored text of a marked row. */
+static void host_stored(const struct row *pr, struct vg_buf *out)
+{
+    vg_buf_putc(out, '{');
+    vg_buf_puts(out, pr->rest[0] == ',' ? pr->rest + 1 : "}");
+}
+
+/* ---- a row's records ------------------------------------------------------------------------- */
+
+struct records {
+    int n;
+    struct vg_record rec[MEMBERS_MAX + 1];
+    char ids[MEMBERS_MAX + 1][ID_LEN + 1];
+    struct vg_buf body[MEMBERS_MAX + 1];
+};
+
+static void records_release(struct records *rs)
+{
+    for (int i = 0; i < rs->n; i++)
+        vg_buf_release(&rs->body[i]);
+    rs->n = 0;
+}
+
+/* stored's body as written into out (body.h), prev the PREV holes' text (or NULL). */
+static void unpack_into(const struct vg_record *stored, const char *prev, struct vg_buf *out)
+{
+    if (!vg_body_unpack_prev(stored, prev, out))
+        vg_buf_puts(out, stored->body);
+}
+
+/* Member e of row sr as written, its prev the record before it, run the host's run_id. */
+static void member_written(const struct vg_record *sr, const struct entry *e, const char *id,
+                           const char *prev, const char *run, struct vg_record *m,
+                           struct vg_buf *out)
+{
+    struct vg_buf text, a;
+    vg_buf_init(&text, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&a, VG_BUF_DEFAULT_MAX);
+    *m = *sr;
+    m->id = id;
+    m->k2 = e->type == 'a' ? "action" : "toolResult";
+    m->seq = sr->seq + e->dseq;
+    m->at = sr->at + e->dat;
+    m->rev = 1;
+    vg_buf_append(&text, e->body, e->blen);
+    m->body = text.data ? text.data : "";
+    unpack_into(m, prev, &a);
+    vg_buf_reset(&text);
+    if (!(e->flags & FLAG_PREV) || !vg_body_add_string(a.data ? a.data : "", "prev_id", prev, &text))
+        vg_buf_puts(&text, a.data ? a.data : "");
+    if (!(e->flags & FLAG_RUN) || !vg_body_add_string(text.data ? text.data : "", "run_id", run, out))
+        vg_buf_puts(out, text.data ? text.data : "");
+    if (text.fail || a.fail)
+        out->fail = VIGIL_ENOMEM;
+    vg_buf_release(&text);
+    vg_buf_release(&a);
+}
+
+/* The records of stored row sr (parsed as pr, marked), bodies as written: 0 when out of memory. */
+static int row_records(const struct vg_record *sr, const struct row *pr, struct records *rs)
+{
+    struct vg_buf stored;
+    char run[RUN_ID_MAX] = "";
+    vg_buf_init(&stored, VG_BUF_DEFAULT_MAX);
+    host_stored(pr, &stored);
+    rs->n = pr->n + 1;
+    for (int i = 0; i < rs->n; i++)
+        vg_buf_init(&rs->body[i], VG_BUF_DEFAULT_MAX);
+    rs->rec[0] = *sr;
+    rs->rec[0].rev = 1;
+    rs->rec[0].body = stored.data ? stored.data : "";
+    unpack_into(&rs->rec[0], NULL, &rs->body[0]);
+    int ok = !stored.fail && !rs->body[0].fail;
+    vg_buf_release(&stored);
+    rs->rec[0].body = rs->body[0].data;
+    if (ok)
+        vg_body_string_of(rs->rec[0].body, "run_id", run, sizeof run);
+    for (int i = 0; ok && i < pr->n; i++) {
+        member_id(sr->id, pr->e[i].k, rs->ids[i + 1]);
+        const char *prev = i == 0 ? sr->id : rs->ids[i];
+        member_written(sr, &pr->e[i], rs->ids[i + 1], prev, run, &rs->rec[i + 1],
+                       &rs->body[i + 1]);
+        rs->rec[i + 1].body = rs->body[i + 1].data;
+        ok = !rs->body[i + 1].fail;
+    }
+    if (!ok)
+        records_release(rs);
+    return ok;
+}
+
+/* ---- reads ----------------------------------------------------------------------------------- */
+
+struct mscan {
+    const struct vg_query *q; /* the caller's (NULL for a get) */
+    const char *only_id;      /* a get: the one record wanted */
+    vg_record_cb cb;
+    void *user;
+    int given, stopped, oom;
+    int hold; /* keep the records (held) instead of giving them */
+    struct vg_record **held;
+    size_t n_held, cap_held;
+    struct vg_buf body; /* a plain row's body as written */
+};
+
+static int cmp_key(int64_t seq, const char *id, int64_t seq2, const char *id2)
+{
+    return seq != seq2 ? (seq < seq2 ? -1 : 1) : strcmp(id, id2);
+}
+
+static int wanted(const struct mscan *m, const struct vg_record *r)
+{
+    const struct vg_query *q = m->q;
+    if (m->only_id)
+        return !strcmp(r->id, m->only_id);
+    if ((q->owner && strcmp(q->owner, r->owner)) || (q->k1 && strcmp(q->k1, r->k1)) ||
+        (q->k2 && strcmp(q->k2, r->k2)))
+        return 0;
+    if ((q->has_seq_min && r->seq < q->seq_min) || (q->has_seq_max && r->seq > q->seq_max))
+        return 0;
+    if (!q->has_after)
+        return 1;
+    int c = cmp_key(r->seq, r->id, q->after_seq, q->after_id);
+    return q->descending ? c < 0 : c > 0;
+}
+
+static int hold(struct mscan *m, const struct vg_record *r)
+{
+    if (m->n_held == m->cap_held) {
+        size_t cap = m->cap_held ? m->cap_held * 2 : 32;
+        struct vg_record **p = vg_realloc(m->held, cap * sizeof *p);
+        if (!p)
+            return m->oom = 1;
+        m->held = p;
+        m->cap_held = cap;
+    }
+    if (!(m->held[m->n_held] = vg_record_dup(r)))
+        return m->oom = 1;
+    m->n_held++;
+    return 0;
+}
+
+/* Give one record to the caller (or hold it); non-zero stops the read. */
+static int give(struct mscan *m, const struct vg_record *r)
+{
+    if (!wanted(m, r))
+        return 0;
+    if (m->hold)
+        return hold(m, r);
+    m->given++;
+    if (m->cb(m->user, r) || (m->q && m->q->limit && m->given >= m->q->limit))
+        return m->stopped = 1;
+    return 0;
+}
+
+/* A stored row: its records given in the read's direction. */
+static int row_cb(void *user, const struct vg_record *sr)
+{
+    struct mscan *m = user;
+    struct row pr;
+    if (!row_parse(sr->body, &pr) || !pr.marked) {
+        vg_buf_reset(&m->body);
+        if (!vg_body_unpack(sr, &m->body))
+            return give(m, sr);
+        if (m->body.fail)
+            return m->oom = 1;
+        struct vg_record written = *sr;
+        written.body = m->body.data;
+        return give(m, &written);
+    }
+    struct records rs;
+    if (!row_records(sr, &pr, &rs))
+        return m->oom = 1;
+    int desc = m->q && m->q->descending, stop = 0;
+    for (int i = 0; !stop && i < rs.n; i++)
+        stop = give(m, &rs.rec[desc ? rs.n - 1 - i : i]);
+    records_release(&rs);
+    return stop;
+}
+
+static vigil_code scan_end(struct mscan *m, vigil_code rc, vigil_error *err)
+{
+    for (size_t i = 0; i < m->n_held; i++)
+        vg_free(m->held[i]);
+    vg_free(m->held);
+    vg_buf_release(&m->body);
+    if (rc == VIGIL_OK && m->oom)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading message records");
+    return rc;
+}
+
+vigil_code vg_rows_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
+                       void *user, vigil_error *err)
+{
+    struct mscan m = {.only_id = id, .cb = cb, .user = user};
+    char host[ID_LEN + 1];
+    vg_buf_init(&m.body, VG_BUF_DEFAULT_MAX);
+    vigil_code rc = s->methods->get(s, kind, id, row_cb, &m, err);
+    if (rc == VIGIL_ENOTFOUND && member_of(id, host)) {
+        vigil_error e = {0};
+        vigil_code hrc = s->methods->get(s, kind, host, row_cb, &m, &e);
+        if (hrc == VIGIL_OK && m.given) {
+            rc = VIGIL_OK;
+            if (err)
+                vigil_error_clear(err);
+        } else if (hrc != VIGIL_OK && hrc != VIGIL_ENOTFOUND) {
+            rc = hrc;
+            if (err)
+                *err = e;
+        }
+    }
+    return scan_end(&m, rc, err);
+}
+
+static int by_key_up(const void *a, const void *b)
+{
+    const struct vg_record *x = *(struct vg_record *const *)a, *y = *(struct vg_record *const *)b;
+    return cmp_key(x->seq, x->id, y->seq, y->id);
+}
+
+static int by_key_down(const void *a, const void *b)
+{
+    return by_key_up(b, a);
+}
+
+/* Without a thread, rows of several threads interleave with a host's members: the records are
+ * read whole, sorted and given then (verify, move, a store joining sync: reads of every
+ * message an agent has). */
+static vigil_code scan_held(struct vg_store *s, struct mscan *m, vigil_error *err)
+{
+    const struct vg_query *q = m->q;
+    struct vg_query a = {.kind = q->kind,
+                         .owner = q->owner,
+                         .k1 = q->k1,
+                         .has_seq_max = q->has_seq_max,
+                         .seq_max = q->seq_max};
+    m->hold = 1;
+    vigil_code rc = s->methods->scan(s, &a, row_cb, m, err);
+    m->hold = 0;
+    if (rc || m->oom)
+        return rc;
+    qsort(m->held, m->n_held, sizeof *m->held, q->descending ? by_key_down : by_key_up);
+    for (size_t i = 0; i < m->n_held && !m->stopped; i++)
+        give(m, m->held[i]);
+    return VIGIL_OK;
+}
+
+/* The row before a scan's lower bound whose members may lie past it (at most one: a thread's
+ * rows do not overlap). */
+static vigil_code straddler(struct vg_store *s, struct mscan *m, vigil_error *err)
+{
+    const struct vg_query *q = m->q;
+    struct vg_query b = {
+        .kind = q->kind, .owner = q->owner, .k1 = q->k1, .descending = 1, .limit = 1};
+    char host[ID_LEN + 1];
+    if (q->has_after && !q->descending && (!q->has_seq_min || q->after_seq >= q->seq_min)) {
+        /* The cursor's own row (a host or a plain row), or its host's row. */
+        vigil_error e = {0};
+        vigil_code rc = s->methods->get(s, q->kind, q->after_id, row_cb, m, &e);
+        if (rc == VIGIL_ENOTFOUND && member_of(q->after_id, host))
+            rc = s->methods->get(s, q->kind, host, row_cb, m, &e);
+        if (rc != VIGIL_ENOTFOUND) {
+            if (rc && err)
+                *err = e;
+            return rc;
+        }
+        b.has_after = 1;
+        b.after_seq = q->after_seq;
+        b.after_id = q->after_id;
+    } else {
+        if (!q->has_seq_min || q->seq_min == INT64_MIN)
+            return VIGIL_OK;
+        b.has_seq_max = 1;
+        b.seq_max = q->seq_min - 1;
+    }
+    return s->methods->scan(s, &b, row_cb, m, err);
+}
+
+/* A thread's rows in order: each row's records are in (seq, id) order among the others'. */
+static vigil_code scan_thread(struct vg_store *s, struct mscan *m, vigil_error *err)
+{
+    const struct vg_query *q = m->q;
+    struct vg_query a = *q;
+    if (member_type(q->k2)) { /* members are in their host's row: a row of any kind may hold one */
+        a.k2 = NULL;
+        a.limit = 0;
+    }
+    vigil_code rc = VIGIL_OK;
+    int lower = q->has_seq_min || (q->has_after && !q->descending);
+    if (lower && !q->descending)
+        rc = straddler(s, m, err);
+    if (!rc && !m->stopped && !m->oom)
+        rc = s->methods->scan(s, &a, row_cb, m, err);
+    if (!rc && !m->stopped && !m->oom && q->descending && q->has_seq_min)
+        rc = straddler(s, m, err);
+    return rc;
+}
+
+vigil_code vg_rows_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
+                        vigil_error *err)
+{
+    struct mscan m = {.q = q, .cb = cb, .user = user};
+    vg_buf_init(&m.body, VG_BUF_DEFAULT_MAX);
+    vigil_code rc;
+    if (q->k2 && !member_type(q->k2)) /* a thought or a plain row's kind: one record a row */
+        rc = s->methods->scan(s, q, row_cb, &m, err);
+    else if (!q->owner || !q->k1)
+        rc = scan_held(s, &m, err);
+    else
+        rc = scan_thread(s, &m, err);
+    return scan_end(&m, rc, err);
+}
+
+static int count_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    ++*(int64_t *)user;
+    return 0;
+}
+
+vigil_code vg_rows_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                         vigil_error *err)
+{
+    if (q->k2 && !member_type(q->k2))
+        return s->methods->count(s, q, out, err);
+    struct vg_query all = *q; /* a count, like the adapter's, ignores the cursor and the limit */
+    all.limit = 0;
+    all.has_after = 0;
+    *out = 0;
+    return vg_rows_scan(s, &all, count_cb, out, err);
+}
+
+/* ---- writes ---------------------------------------------------------------------------------- */
+
+static int copy_cb(void *user, const struct vg_record *r)
+{
+    struct vg_record **c = user;
+    *c = vg_record_dup(r);
+    return 1;
+}
+
+/* One stored row as an owned copy: *out NULL when there is none (or out of memory: oom). */
+static vigil_code raw_get(struct vg_store *s, const char *id, struct vg_record **out,
+                          vigil_error *err)
+{
+    vigil_error e = {0};
+    *out = NULL;
+    vigil_code rc = s->methods->get(s, ROW_KIND, id, copy_cb, out, &e);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    if (rc && err)
+        *err = e;
+    if (!rc && !*out)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading message \"%s\"", id);
+    return rc;
+}
+
+static vigil_code raw_scan_one(struct vg_store *s, const struct vg_query *q,
+                               struct vg_record **out, vigil_error *err)
+{
+    *out = NULL;
+    return s->methods->scan(s, q, copy_cb, out, err);
+}
+
+void vg_rows_escape(const char *stored, struct vg_buf *out)
+{
+    vg_buf_puts(out, MARK "],");
+    vg_buf_puts(out, stored + 1);
+}
+
+int vg_rows_needs_escape(const char *stored)
+{
+    return strncmp(stored, "{\"~\":", 5) == 0;
+}
+
+/* A plain row put as the adapter stores it: body.h's form, escaped when it reads as marked. */
+static vigil_code put_plain(struct vg_store *s, const struct vg_record *r, vigil_error *err)
+{
+    struct vg_buf packed, esc;
+    struct vg_record st = *r;
+    vg_buf_init(&packed, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&esc, VG_BUF_DEFAULT_MAX);
+    if (vg_body_pack(r, &packed))
+        st.body = packed.data ? packed.data : "";
+    if (vg_rows_needs_escape(st.body)) {
+        vg_rows_escape(st.body, &esc);
+        st.body = esc.data ? esc.data : "";
+    }
+    vigil_code rc = packed.fail || esc.fail
+                        ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a message")
+                        : s->methods->put(s, &st, 0, NULL, err);
+    vg_buf_release(&packed);
+    vg_buf_release(&esc);
+    return rc;
+}
+
+/* Give every member of row sr a row of its own, the host keeping its (with no members). */
+static vigil_code split(struct vg_store *s, const struct vg_record *sr, vigil_error *err)
+{
+    struct row pr;
+    struct records rs;
+    if (!row_parse(sr->body, &pr) || !pr.marked || pr.n == 0)
+        return VIGIL_OK;
+    if (!row_records(sr, &pr, &rs))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory splitting a message row");
+    vigil_code rc = VIGIL_OK;
+    for (int i = 1; !rc && i < rs.n; i++)
+        rc = put_plain(s, &rs.rec[i], err);
+    struct vg_buf body;
+    vg_buf_init(&body, VG_BUF_DEFAULT_MAX);
+    vg_buf_puts(&body, MARK "]");
+    vg_buf_puts(&body, pr.rest);
+    struct vg_record host = *sr;
+    host.body = body.data ? body.data : "";
+    if (!rc)
+        rc = body.fail ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory splitting a message row")
+                       : s->methods->update(s, &host, sr->rev, err);
+    vg_buf_release(&body);
+    records_release(&rs);
+    return rc;
+}
+
+/* Whether row sr holds member k. */
+static int holds(const struct vg_record *sr, int k)
+{
+    struct row pr;
+    if (!sr || !row_parse(sr->body, &pr))
+        return 0;
+    for (int i = 0; i < pr.n; i++)
+        if (pr.e[i].k == k)
+            return 1;
+    return 0;
+}
+
+/* The member id's row, split so that the member has a row of its own; *found 0 when no row holds
+ * it. */
+static vigil_code split_holder(struct vg_store *s, const char *id, int *found, vigil_error *err)
+{
+    char host[ID_LEN + 1];
+    struct vg_record *hr = NULL;
+    int k = member_of(id, host);
+    *found = 0;
+    vigil_code rc = k ? raw_get(s, host, &hr, err) : VIGIL_OK;
+    if (!rc && holds(hr, k)) {
+        *found = 1;
+        rc = split(s, hr, err);
+    }
+    vg_free(hr);
+    return rc;
+}
+
+/* A plain put must not land inside a row's span: the row before it in its thread is split when
+ * its members reach past it (an import or a sync's message, with a seq of its own). */
+static vigil_code keep_apart(struct vg_store *s, const struct vg_record *r, vigil_error *err)
+{
+    struct vg_query b = {.kind = ROW_KIND,
+                         .owner = r->owner ? r->owner : "",
+                         .k1 = r->k1 ? r->k1 : "",
+                         .descending = 1,
+                         .limit = 1,
+                         .has_after = 1,
+                         .after_seq = r->seq,
+                         .after_id = r->id};
+    struct vg_record *before = NULL;
+    struct row pr;
+    vigil_code rc = raw_scan_one(s, &b, &before, err);
+    if (!rc && before && row_parse(before->body, &pr) && pr.marked && pr.n > 0) {
+        char last[ID_LEN + 1];
+        const struct entry *e = &pr.e[pr.n - 1];
+        member_id(before->id, e->k, last);
+        if (cmp_key(before->seq + e->dseq, last, r->seq, r->id) > 0)
+            rc = split(s, before, err);
+    }
+    vg_free(before);
+    return rc;
+}
+
+/* The member's entry [k,dseq,dat,"a",flags,MEMBER] for host row sr, prev the record before it. */
+static void member_entry(const struct vg_record *r, const struct vg_record *sr, int k,
+                         const char *prev, const char *run, struct vg_buf *out)
+{
+    struct vg_buf a, b, packed;
+    vg_buf_init(&a, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&packed, VG_BUF_DEFAULT_MAX);
+    int flags = 0;
+    const char *text = r->body;
+    if (vg_body_drop_string(text, "prev_id", prev, &a) && !a.fail) {
+        flags |= FLAG_PREV;
+        text = a.data;
+    }
+    if (run[0] && vg_body_drop_string(text, "run_id", run, &b) && !b.fail) {
+        flags |= FLAG_RUN;
+        text = b.data;
+    }
+    struct vg_record m = *r;
+    m.body = text;
+    if (vg_body_pack_prev(&m, prev, &packed) && !packed.fail)
+        text = packed.data;
+    vg_buf_printf(out, "[%d,%lld,%lld,\"%c\",%d,", k, (long long)(r->seq - sr->seq),
+                  (long long)(r->at - sr->at), strcmp(r->k2, "action") ? 't' : 'a', flags);
+    vg_buf_puts(out, text);
+    vg_buf_putc(out, ']');
+    if (a.fail || b.fail || packed.fail)
+        out->fail = VIGIL_ENOMEM;
+    vg_buf_release(&a);
+    vg_buf_release(&b);
+    vg_buf_release(&packed);
+}
+
+/* The row's text with r appended as member k. */
+static void appended(const struct vg_record *r, const struct vg_record *sr, const struct row *pr,
+                     int k, struct vg_buf *out)
+{
+    char prev[ID_LEN + 1], run[RUN_ID_MAX] = "";
+    struct records rs = {0};
+    if (pr->n)
+        member_id(sr->id, pr->e[pr->n - 1].k, prev);
+    else
+        memcpy(prev, sr->id, ID_LEN + 1);
+    struct row host_only = *pr;
+    host_only.n = 0;
+    if (pr->marked && row_records(sr, &host_only, &rs)) {
+        vg_body_string_of(rs.rec[0].body, "run_id", run, sizeof run);
+        records_release(&rs);
+    } else if (!pr->marked) {
+        struct vg_buf w;
+        vg_buf_init(&w, VG_BUF_DEFAULT_MAX);
+        unpack_into(sr, NULL, &w);
+        vg_body_string_of(w.data ? w.data : "", "run_id", run, sizeof run);
+        vg_buf_release(&w);
+    }
+    vg_buf_puts(out, MARK);
+    if (pr->marked) {
+        vg_buf_append(out, sr->body + MARK_LEN, (size_t)(pr->rest - 1 - (sr->body + MARK_LEN)));
+        if (pr->n)
+            vg_buf_putc(out, ',');
+    }
+    member_entry(r, sr, k, prev, run, out);
+    vg_buf_putc(out, ']');
+    const char *rest = pr->marked ? pr->rest : sr->body + 1;
+    if (rest[0] != '}' && rest[0] != ',')
+        vg_buf_putc(out, ',');
+    vg_buf_puts(out, rest);
+}
+
+#ifndef NDEBUG
+/* Debug builds read the member back from the new row and compare: every test of the sanitizer
+ * build so checks each member it writes. */
+static void check_member(const struct vg_record *r, const struct vg_record *row)
+{
+    struct mscan m = {.only_id = r->id, .cb = copy_cb};
+    struct vg_record *back = NULL;
+    m.user = &back;
+    vg_buf_init(&m.body, VG_BUF_DEFAULT_MAX);
+    row_cb(&m, row);
+    if (back && (strcmp(back->body, r->body) || back->seq != r->seq || back->at != r->at ||
+                 strcmp(back->k2, r->k2)))
+        VG_BUG("message \"%s\": its member form does not read back", r->id);
+    vg_free(back);
+    vg_buf_release(&m.body);
+}
+#endif
+
+/* Append r to its host's row when that row is its thread's last and r comes after all of it. */
+static vigil_code try_append(struct vg_store *s, const struct vg_record *r, const char *host,
+                             int k, int *done, vigil_error *err)
+{
+    struct vg_query q = {.kind = ROW_KIND,
+                         .owner = r->owner ? r->owner : "",
+                         .k1 = r->k1 ? r->k1 : "",
+                         .descending = 1,
+                         .limit = 1};
+    struct vg_record *sr = NULL;
+    struct row pr;
+    size_t len = strlen(r->body);
+    *done = 0;
+    vigil_code rc = raw_scan_one(s, &q, &sr, err);
+    if (rc || !sr || strcmp(sr->id, host) || strcmp(sr->k2, "thought") || sr->body[0] != '{' ||
+        !row_parse(sr->body, &pr) || pr.n == MEMBERS_MAX ||
+        (pr.n && pr.e[pr.n - 1].k >= k) ||
+        r->seq <= sr->seq + (pr.n ? pr.e[pr.n - 1].dseq : 0) || len < 2 || r->body[0] != '{' ||
+        vg_body_value_end(r->body, r->body + len) != r->body + len) {
+        vg_free(sr);
+        return rc;
+    }
+    struct vg_buf body;
+    vg_buf_init(&body, VG_BUF_DEFAULT_MAX);
+    appended(r, sr, &pr, k, &body);
+    struct vg_record row = *sr;
+    row.body = body.data ? body.data : "";
+    if (body.fail) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending message \"%s\"", r->id);
+    } else {
+#ifndef NDEBUG
+        check_member(r, &row);
+#endif
+        rc = s->methods->update(s, &row, sr->rev, err);
+        *done = rc == VIGIL_OK;
+    }
+    vg_buf_release(&body);
+    vg_free(sr);
+    return rc;
+}
+
+vigil_code vg_rows_put(struct vg_store *s, const struct vg_record *r, unsigned flags, int *added,
+                       int *handled, vigil_error *err)
+{
+    char host[ID_LEN + 1];
+    int k = member_of(r->id, host), found = 0;
+    vigil_code rc = VIGIL_OK;
+    *handled = 0;
+    if (k && !(flags & VG_PUT_IF_ABSENT) && member_type(r->k2)) {
+        if ((rc = try_append(s, r, host, k, handled, err)) || *handled) {
+            *added = *handled;
+            return rc;
+        }
+    }
+    if (k) { /* one message an id: a member of that id is there already */
+        struct vg_record *hr = NULL;
+        rc = raw_get(s, host, &hr, err);
+        found = !rc && holds(hr, k);
+        vg_free(hr);
+    }
+    if (!rc && found) {
+        *handled = 1;
+        *added = 0;
+        return flags & VG_PUT_IF_ABSENT
+                   ? VIGIL_OK
+                   : VG_FAIL(err, VIGIL_EEXISTS, "%s \"%s\" already exists", r->kind, r->id);
+    }
+    return rc ? rc : keep_apart(s, r, err);
+}
+
+/* A marked row that is about to be updated becomes a plain row of revision 1, as readers saw
+ * it, its members rows of their own: the update then makes it revision 2, as for any record. */
+static vigil_code unmark(struct vg_store *s, const struct vg_record *sr, const struct row *pr,
+                         vigil_error *err)
+{
+    struct records rs;
+    struct row host_only = *pr;
+    host_only.n = 0;
+    if (!row_records(sr, &host_only, &rs))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating message \"%s\"", sr->id);
+    vigil_code rc = split(s, sr, err);
+    if (!rc)
+        rc = s->methods->remove(s, ROW_KIND, sr->id, err);
+    if (!rc)
+        rc = put_plain(s, &rs.rec[0], err);
+    records_release(&rs);
+    return rc;
+}
+
+vigil_code vg_rows_before_change(struct vg_store *s, const char *id, int64_t *expected_rev,
+                                 vigil_error *err)
+{
+    struct vg_record *sr = NULL;
+    struct row pr;
+    int found = 0;
+    vigil_code rc = raw_get(s, id, &sr, err);
+    if (!rc && sr && row_parse(sr->body, &pr) && pr.marked) {
+        if (!expected_rev) /* a removal: the members keep rows of their own */
+            rc = split(s, sr, err);
+        else if (*expected_rev != 1) /* a marked row reads as revision 1 */
+            rc = VG_FAIL(err, VIGIL_ECONFLICT, "%s \"%s\" changed: revision 1, not %lld",
+                         ROW_KIND, id, (long long)*expected_rev);
+        else
+            rc = unmark(s, sr, &pr, err);
+    } else if (!rc && !sr) {
+        rc = split_holder(s, id, &found, err);
+    }
+    vg_free(sr);
+    return rc;
+}
+
+static int members_cb(void *user, const struct vg_record *r)
+{
+    struct row pr;
+    if (row_parse(r->body, &pr))
+        *(int64_t *)user += pr.n;
+    return 0;
+}
+
+vigil_code vg_rows_members_of_owner(struct vg_store *s, const char *owner, int64_t *n,
+                                    vigil_error *err)
+{
+    struct vg_query q = {.kind = ROW_KIND, .owner = owner};
+    *n = 0;
+    return s->methods->scan(s, &q, members_cb, n, err);
+}
