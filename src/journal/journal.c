@@ -1372,7 +1372,10 @@ static vigil_code start_call(struct vg_run *run, const char *name, const char *o
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
         goto out;
     }
-    vg_ids_new(run->ids, c->id);
+    if (keep && out_id && out_id[0]) /* the caller's id for the call (its action message's) */
+        memcpy(c->id, out_id, sizeof c->id);
+    else
+        vg_ids_new(run->ids, c->id);
     vg_time_format_ms(c->started_at, vg_clock_now_ms(run->clock));
     c->input = in.data; /* borrowed until it is taken below */
     c->started_seq = c->seq = run->next_seq;

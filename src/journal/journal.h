@@ -217,7 +217,9 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
  * message's id the record's (the call's), so it needs no row of its own (docs/internals/
  * JOURNAL.md, "A tool call's start in its action message"). When no message takes it by the
  * transaction's commit, it is written as a row then. Outside a transaction, as
- * vg_journal_tool_call_started.
+ * vg_journal_tool_call_started. out_id, when it holds an id on entry, is the call's id (the
+ * loop's: made from its step's thought id, docs/internals/STORE.md, "A step's messages in one
+ * row"); when empty it receives a new one.
  */
 vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
                                            const char *operation_id, const char *input_json,
