@@ -1350,7 +1350,8 @@ static void put_call_row(struct parts *p, const struct vg_run *run, const struct
 }
 
 static vigil_code start_call(struct vg_run *run, const char *name, const char *operation_id,
-                             const char *input_json, int keep, char out_id[37], vigil_error *err)
+                             const char *input_json, int keep, const char *id, char out_id[37],
+                             vigil_error *err)
 {
     json_t *body = NULL;
     struct vg_buf in = {0};
@@ -1372,8 +1373,8 @@ static vigil_code start_call(struct vg_run *run, const char *name, const char *o
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
         goto out;
     }
-    if (keep && out_id && out_id[0]) /* the caller's id for the call (its action message's) */
-        memcpy(c->id, out_id, sizeof c->id);
+    if (id) /* the caller's id for the call (its action message's) */
+        snprintf(c->id, sizeof c->id, "%s", id);
     else
         vg_ids_new(run->ids, c->id);
     vg_time_format_ms(c->started_at, vg_clock_now_ms(run->clock));
@@ -1421,14 +1422,23 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err)
 {
-    return start_call(run, name, operation_id, input_json, 0, out_id, err);
+    return start_call(run, name, operation_id, input_json, 0, NULL, out_id, err);
 }
 
 vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
                                            const char *operation_id, const char *input_json,
                                            char out_id[37], vigil_error *err)
 {
-    return start_call(run, name, operation_id, input_json, 1, out_id, err);
+    return start_call(run, name, operation_id, input_json, 1, NULL, out_id, err);
+}
+
+vigil_code vg_journal_tool_call_started_as(struct vg_run *run, const char *name,
+                                           const char *operation_id, const char *input_json,
+                                           const char *id, vigil_error *err)
+{
+    if (!vg_id_valid(id))
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call's id must be a UUID");
+    return start_call(run, name, operation_id, input_json, 1, id, NULL, err);
 }
 
 vigil_code vg_journal_kept_take(struct vg_run *run, const char *record_id, char **kept_json,

@@ -1431,7 +1431,7 @@ static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
      * transaction by the loop or the executor (docs/internals/JOURNAL.md, "A tool call's start
      * in its action message"); a start no message takes is a row at the commit. */
     step_member_id(rs, p->jcall);
-    rc = vg_journal_tool_call_started_in(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
+    rc = vg_journal_tool_call_started_as(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
                                          &rs->err);
     char *start = NULL;
     if (!rc && p->loop_records)
