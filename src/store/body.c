@@ -101,6 +101,8 @@ static const struct field message_fields[] = {
           "{\"actionType\":\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" HEX64
           "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
 };
+/* The entry of message_fields that keeps a run_id as its UUID's hole (vg_body_message_run_hole). */
+#define MESSAGE_RUN_HOLE 20
 static const unsigned char message_order[] = {0,  1,  21, 13, 2, 3, 4,  5,  6,  7,  14, 22,
                                               17, 15, 18, 16, 8, 9, 19, 20, 10, 11, 12};
 static const struct field journal_fields[] = {
@@ -1226,4 +1228,24 @@ size_t vg_body_string_of(const char *body, const char *key, char *out, size_t ca
         return len - 2;
     }
     return 0;
+}
+
+int vg_body_uuid_stored(const char *uuid, struct vg_buf *out)
+{
+    unsigned char bytes[ID_BYTES_MAX];
+    if (strlen(uuid) != UUID_TEXT_LEN || id_bytes(UUID_C, uuid, bytes) != 16)
+        return 0;
+    put_b64url(out, bytes, 16);
+    return 1;
+}
+
+int vg_body_message_run_hole(const char *stored)
+{
+    unsigned long mask = 0;
+    const char *p = stored + MARKER_LEN;
+    if (strncmp(stored, MARKER, MARKER_LEN) != 0)
+        return 0;
+    while (*p >= '0' && *p <= '9' && mask < (1ul << 31))
+        mask = mask * 10 + (unsigned long)(*p++ - '0');
+    return (mask >> MESSAGE_RUN_HOLE) & 1;
 }

@@ -56,5 +56,10 @@ int vg_body_add_string(const char *body, const char *key, const char *val, struc
 /* The text of body's top-level string member key (no escapes) into out (cap bytes): its length,
  * 0 when there is none that fits. */
 size_t vg_body_string_of(const char *body, const char *key, char *out, size_t cap);
+/* The text a shape's UUID hole stores for uuid (its bytes' base64url) into out: 1, or 0 when uuid
+ * is not a canonical UUID. */
+int vg_body_uuid_stored(const char *uuid, struct vg_buf *out);
+/* Whether a message body's stored text keeps its run_id as its UUID's hole (else as written). */
+int vg_body_message_run_hole(const char *stored);
 
 #endif

@@ -197,9 +197,11 @@ static void member_written(const struct vg_record *sr, const struct entry *e, co
     m->body = text.data ? text.data : "";
     unpack_into(m, prev, &a);
     vg_buf_reset(&text);
-    if (!(e->flags & FLAG_PREV) || !vg_body_add_string(a.data ? a.data : "", "prev_id", prev, &text))
+    if (!(e->flags & FLAG_PREV) ||
+        !vg_body_add_string(a.data ? a.data : "", "prev_id", prev, &text))
         vg_buf_puts(&text, a.data ? a.data : "");
-    if (!(e->flags & FLAG_RUN) || !vg_body_add_string(text.data ? text.data : "", "run_id", run, out))
+    if (!(e->flags & FLAG_RUN) ||
+        !vg_body_add_string(text.data ? text.data : "", "run_id", run, out))
         vg_buf_puts(out, text.data ? text.data : "");
     if (text.fail || a.fail)
         out->fail = VIGIL_ENOMEM;
@@ -229,8 +231,7 @@ static int row_records(const struct vg_record *sr, const struct row *pr, struct 
     for (int i = 0; ok && i < pr->n; i++) {
         member_id(sr->id, pr->e[i].k, rs->ids[i + 1]);
         const char *prev = i == 0 ? sr->id : rs->ids[i];
-        member_written(sr, &pr->e[i], rs->ids[i + 1], prev, run, &rs->rec[i + 1],
-                       &rs->body[i + 1]);
+        member_written(sr, &pr->e[i], rs->ids[i + 1], prev, run, &rs->rec[i + 1], &rs->body[i + 1]);
         rs->rec[i + 1].body = rs->body[i + 1].data;
         ok = !rs->body[i + 1].fail;
     }
@@ -389,7 +390,8 @@ static vigil_code scan_held(struct vg_store *s, struct mscan *m, vigil_error *er
     m->hold = 0;
     if (rc || m->oom)
         return rc;
-    qsort(m->held, m->n_held, sizeof *m->held, q->descending ? by_key_down : by_key_up);
+    if (m->n_held > 1)
+        qsort(m->held, m->n_held, sizeof *m->held, q->descending ? by_key_down : by_key_up);
     for (size_t i = 0; i < m->n_held && !m->stopped; i++)
         give(m, m->held[i]);
     return VIGIL_OK;
@@ -505,8 +507,8 @@ static vigil_code raw_get(struct vg_store *s, const char *id, struct vg_record *
     return rc;
 }
 
-static vigil_code raw_scan_one(struct vg_store *s, const struct vg_query *q,
-                               struct vg_record **out, vigil_error *err)
+static vigil_code raw_scan_one(struct vg_store *s, const struct vg_query *q, struct vg_record **out,
+                               vigil_error *err)
 {
     *out = NULL;
     return s->methods->scan(s, q, copy_cb, out, err);
@@ -658,28 +660,41 @@ static void member_entry(const struct vg_record *r, const struct vg_record *sr, 
     vg_buf_release(&packed);
 }
 
+/* The host's run_id when it is the member r's (else ""), read from the host's stored text, where
+ * it is the run's id as written or as its UUID hole's text (body.h), without unpacking it. */
+static void host_run(const struct vg_record *r, const struct vg_record *sr, const struct row *pr,
+                     char run[RUN_ID_MAX])
+{
+    char mine[RUN_ID_MAX], stored[RUN_ID_MAX];
+    struct vg_buf host, hole;
+    run[0] = '\0';
+    if (!vg_body_string_of(r->body, "run_id", mine, sizeof mine))
+        return;
+    vg_buf_init(&host, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&hole, VG_BUF_DEFAULT_MAX);
+    if (pr->marked)
+        host_stored(pr, &host);
+    else
+        vg_buf_puts(&host, sr->body);
+    int as_hole = !host.fail && vg_body_message_run_hole(host.data);
+    if (!host.fail && vg_body_string_of(host.data, "run_id", stored, sizeof stored) &&
+        (as_hole ? vg_body_uuid_stored(mine, &hole) && !hole.fail && !strcmp(stored, hole.data)
+                 : !strcmp(stored, mine)))
+        memcpy(run, mine, strlen(mine) + 1);
+    vg_buf_release(&host);
+    vg_buf_release(&hole);
+}
+
 /* The row's text with r appended as member k. */
 static void appended(const struct vg_record *r, const struct vg_record *sr, const struct row *pr,
                      int k, struct vg_buf *out)
 {
     char prev[ID_LEN + 1], run[RUN_ID_MAX] = "";
-    struct records rs = {0};
     if (pr->n)
         member_id(sr->id, pr->e[pr->n - 1].k, prev);
     else
         memcpy(prev, sr->id, ID_LEN + 1);
-    struct row host_only = *pr;
-    host_only.n = 0;
-    if (pr->marked && row_records(sr, &host_only, &rs)) {
-        vg_body_string_of(rs.rec[0].body, "run_id", run, sizeof run);
-        records_release(&rs);
-    } else if (!pr->marked) {
-        struct vg_buf w;
-        vg_buf_init(&w, VG_BUF_DEFAULT_MAX);
-        unpack_into(sr, NULL, &w);
-        vg_body_string_of(w.data ? w.data : "", "run_id", run, sizeof run);
-        vg_buf_release(&w);
-    }
+    host_run(r, sr, pr, run);
     vg_buf_puts(out, MARK);
     if (pr->marked) {
         vg_buf_append(out, sr->body + MARK_LEN, (size_t)(pr->rest - 1 - (sr->body + MARK_LEN)));
@@ -713,8 +728,8 @@ static void check_member(const struct vg_record *r, const struct vg_record *row)
 #endif
 
 /* Append r to its host's row when that row is its thread's last and r comes after all of it. */
-static vigil_code try_append(struct vg_store *s, const struct vg_record *r, const char *host,
-                             int k, int *done, vigil_error *err)
+static vigil_code try_append(struct vg_store *s, const struct vg_record *r, const char *host, int k,
+                             int *done, vigil_error *err)
 {
     struct vg_query q = {.kind = ROW_KIND,
                          .owner = r->owner ? r->owner : "",
@@ -727,8 +742,7 @@ static vigil_code try_append(struct vg_store *s, const struct vg_record *r, cons
     *done = 0;
     vigil_code rc = raw_scan_one(s, &q, &sr, err);
     if (rc || !sr || strcmp(sr->id, host) || strcmp(sr->k2, "thought") || sr->body[0] != '{' ||
-        !row_parse(sr->body, &pr) || pr.n == MEMBERS_MAX ||
-        (pr.n && pr.e[pr.n - 1].k >= k) ||
+        !row_parse(sr->body, &pr) || pr.n == MEMBERS_MAX || (pr.n && pr.e[pr.n - 1].k >= k) ||
         r->seq <= sr->seq + (pr.n ? pr.e[pr.n - 1].dseq : 0) || len < 2 || r->body[0] != '{' ||
         vg_body_value_end(r->body, r->body + len) != r->body + len) {
         vg_free(sr);
@@ -812,8 +826,8 @@ vigil_code vg_rows_before_change(struct vg_store *s, const char *id, int64_t *ex
         if (!expected_rev) /* a removal: the members keep rows of their own */
             rc = split(s, sr, err);
         else if (*expected_rev != 1) /* a marked row reads as revision 1 */
-            rc = VG_FAIL(err, VIGIL_ECONFLICT, "%s \"%s\" changed: revision 1, not %lld",
-                         ROW_KIND, id, (long long)*expected_rev);
+            rc = VG_FAIL(err, VIGIL_ECONFLICT, "%s \"%s\" changed: revision 1, not %lld", ROW_KIND,
+                         id, (long long)*expected_rev);
         else
             rc = unmark(s, sr, &pr, err);
     } else if (!rc && !sr) {
