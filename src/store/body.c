@@ -1148,27 +1148,66 @@ static int value_is(const struct member *m, const char *val, size_t vlen)
            v[vlen + 1] == '"';
 }
 
-int vg_body_drop_string(const char *body, const char *key, const char *val, struct vg_buf *out)
+/* Which of members m[0..n) are "keys[j]":"vals[j]" (skip[i] set), each key's at most once: bit j
+ * set for each. */
+static int members_to_drop(const struct member *m, int n, const char *const *keys,
+                           const char *const *vals, int n_keys, unsigned char *skip)
 {
-    struct member m[MAX_MEMBERS];
-    size_t klen = strlen(key), vlen = strlen(val);
-    int n = object_members(body, strlen(body), m), at = -1;
-    for (int i = 0; i < n && at < 0; i++)
-        if (m[i].klen == klen && !memcmp(m[i].key, key, klen) && value_is(&m[i], val, vlen))
-            at = i;
-    if (at < 0)
-        return 0;
-    vg_buf_putc(out, '{');
-    for (int i = 0, first = 1; i < n; i++) {
-        if (i == at)
-            continue;
-        if (!first)
-            vg_buf_putc(out, ',');
-        vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
-        first = 0;
+    int dropped = 0;
+    for (int i = 0; i < n; i++) {
+        skip[i] = 0;
+        for (int j = 0; j < n_keys && !skip[i]; j++) {
+            size_t klen = strlen(keys[j]);
+            if (!(dropped & (1 << j)) && vals[j] && vals[j][0] && m[i].klen == klen &&
+                !memcmp(m[i].key, keys[j], klen) && value_is(&m[i], vals[j], strlen(vals[j]))) {
+                skip[i] = 1;
+                dropped |= 1 << j;
+            }
+        }
     }
-    vg_buf_putc(out, '}');
-    return 1;
+    return dropped;
+}
+
+int vg_body_pack_less(const struct vg_record *r, const char *prev, const char *const *keys,
+                      const char *const *vals, int n_keys, struct vg_buf *out)
+{
+    const struct kind_fields *k = fields_of(r->kind);
+    struct member m[MAX_MEMBERS];
+    unsigned char skip[MAX_MEMBERS];
+    int n = object_members(r->body, strlen(r->body), m), kept_n = 0, prev_used = 0;
+    if (n < 0)
+        return -1;
+    int dropped = members_to_drop(m, n, keys, vals, n_keys, skip);
+    for (int i = 0; i < n; i++)
+        if (!skip[i])
+            m[kept_n++] = m[i];
+    unsigned mask = 0;
+    struct vg_buf kept;
+    vg_buf_init(&kept, VG_BUF_DEFAULT_MAX);
+    if (k && kept_n > 0 && (!k->when || strstr(r->body, k->when)))
+        mask = pack_members(k, m, kept_n, r, prev, &prev_used, &kept);
+    if (mask) {
+        vg_buf_puts(out, MARKER);
+        vg_buf_put_i64(out, mask);
+        vg_buf_append(out, kept.data, kept.len);
+        vg_buf_putc(out, '}');
+    } else if (!dropped) { /* as it is (behind the marker when it reads as one) */
+        if (!escape_marker(r, out))
+            vg_buf_puts(out, r->body);
+    } else { /* less the members dropped, behind the marker when it reads as one */
+        int marked = kept_n > 0 && m[0].klen == 0;
+        vg_buf_puts(out, marked ? MARKER "0" : "{");
+        for (int i = 0; i < kept_n; i++) {
+            if (i > 0 || marked)
+                vg_buf_putc(out, ',');
+            vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
+        }
+        vg_buf_putc(out, '}');
+    }
+    if (kept.fail && !out->fail)
+        out->fail = kept.fail;
+    vg_buf_release(&kept);
+    return dropped;
 }
 
 /* A comma before every member but the first. */
@@ -1236,6 +1275,22 @@ int vg_body_uuid_stored(const char *uuid, struct vg_buf *out)
     if (strlen(uuid) != UUID_TEXT_LEN || id_bytes(UUID_C, uuid, bytes) != 16)
         return 0;
     put_b64url(out, bytes, 16);
+    return 1;
+}
+
+int vg_body_uuid_text(const char *stored, char out[37])
+{
+    unsigned char bytes[16];
+    static const char hex[] = "0123456789abcdef";
+    if (!b64url_bytes(stored, strlen(stored), bytes, 16))
+        return 0;
+    for (size_t i = 0, o = 0; i < 16; i++) {
+        if (uuid_dash(o))
+            out[o++] = '-';
+        out[o++] = hex[bytes[i] >> 4];
+        out[o++] = hex[bytes[i] & 15];
+    }
+    out[36] = '\0';
     return 1;
 }
 

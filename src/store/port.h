@@ -315,6 +315,7 @@ struct vg_store {
     int read_batches; /* read batches open (vg_store_read_batch), for a fiber that parks */
     vg_store_write_fn write_hook; /* vg_store_set_write_hook; NULL: none */
     int member_rows; /* VG_STORE_CTRL_MEMBER_ROWS asked once: 0 not yet, 1 yes, -1 no (rows.c) */
+    struct vg_rows_last *rows_last; /* rows.c: the message row this connection wrote last */
     void *write_hook_user;
 };
 

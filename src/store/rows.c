@@ -32,6 +32,9 @@
 #define FLAG_RUN 2
 #define ID_LEN 36
 #define RUN_ID_MAX 201 /* an id of the store: at most 200 bytes */
+/* A host's least seq (an agent's messages count from 1): a read from a seq_min at or below it
+ * has no row below it to look into. */
+#define HOST_SEQ_MIN 1
 
 /* ---- ids and the row's text ------------------------------------------------------------------ */
 
@@ -242,13 +245,16 @@ static int row_records(const struct vg_record *sr, const struct row *pr, struct 
 
 /* ---- reads ----------------------------------------------------------------------------------- */
 
+struct waiting;
+
 struct mscan {
     const struct vg_query *q; /* the caller's (NULL for a get) */
     const char *only_id;      /* a get: the one record wanted */
     vg_record_cb cb;
     void *user;
     int given, stopped, oom;
-    int hold; /* keep the records (held) instead of giving them */
+    int hold; /* keep the records (held, or held_to's) instead of giving them */
+    struct waiting *held_to;
     struct vg_record **held;
     size_t n_held, cap_held;
     struct vg_buf body; /* a plain row's body as written */
@@ -275,8 +281,12 @@ static int wanted(const struct mscan *m, const struct vg_record *r)
     return q->descending ? c < 0 : c > 0;
 }
 
+static int wait_add(struct waiting *w, const struct vg_record *r);
+
 static int hold(struct mscan *m, const struct vg_record *r)
 {
+    if (m->held_to)
+        return wait_add(m->held_to, r) ? 0 : (m->oom = 1);
     if (m->n_held == m->cap_held) {
         size_t cap = m->cap_held ? m->cap_held * 2 : 32;
         struct vg_record **p = vg_realloc(m->held, cap * sizeof *p);
@@ -374,9 +384,70 @@ static int by_key_down(const void *a, const void *b)
     return by_key_up(b, a);
 }
 
-/* Without a thread, rows of several threads interleave with a host's members: the records are
- * read whole, sorted and given then (verify, move, a store joining sync: reads of every
- * message an agent has). */
+/* The records held back from an ascending read without a thread (a row's members wait for the
+ * rows of other threads that come between them), in (seq, id) order. */
+struct waiting {
+    struct mscan *m;
+    struct vg_record **rec;
+    size_t n, cap;
+};
+
+static int wait_add(struct waiting *w, const struct vg_record *r)
+{
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        struct vg_record **p = vg_realloc(w->rec, cap * sizeof *p);
+        if (!p)
+            return 0;
+        w->rec = p;
+        w->cap = cap;
+    }
+    struct vg_record *c = vg_record_dup(r);
+    if (!c)
+        return 0;
+    size_t i = w->n;
+    while (i > 0 && cmp_key(w->rec[i - 1]->seq, w->rec[i - 1]->id, c->seq, c->id) > 0) {
+        w->rec[i] = w->rec[i - 1];
+        i--;
+    }
+    w->rec[i] = c;
+    w->n++;
+    return 1;
+}
+
+/* Give the waiting records before (seq, id) (all of them when id is NULL); non-zero stops. */
+static int wait_give(struct waiting *w, int64_t seq, const char *id)
+{
+    size_t i = 0;
+    int stop = 0;
+    while (i < w->n && !stop && (!id || cmp_key(w->rec[i]->seq, w->rec[i]->id, seq, id) <= 0))
+        stop = give(w->m, w->rec[i++]);
+    for (size_t j = 0; j < i; j++)
+        vg_free(w->rec[j]);
+    memmove(w->rec, w->rec + i, (w->n - i) * sizeof *w->rec);
+    w->n -= i;
+    return stop;
+}
+
+/* A stored row of an ascending read without a thread: rows come in (seq, id) order and every
+ * record of a row comes after the row's own key, so the records waiting up to this row's key are
+ * given, and this row's records wait for the next row. */
+static int merge_cb(void *user, const struct vg_record *sr)
+{
+    struct waiting *w = user;
+    struct mscan *m = w->m;
+    m->hold = 1;
+    m->held_to = w;
+    int stop = row_cb(m, sr);
+    m->hold = 0;
+    m->held_to = NULL;
+    return stop || m->oom || wait_give(w, sr->seq, sr->id);
+}
+
+/* Without a thread, rows of several threads interleave with a host's members. Ascending (verify,
+ * move, a store joining sync: reads of every message an agent has), the rows are merged as they
+ * come, holding only the members that rows of other threads come between; descending (no reader
+ * asks), the records are read whole, sorted and given then. */
 static vigil_code scan_held(struct vg_store *s, struct mscan *m, vigil_error *err)
 {
     const struct vg_query *q = m->q;
@@ -385,13 +456,24 @@ static vigil_code scan_held(struct vg_store *s, struct mscan *m, vigil_error *er
                          .k1 = q->k1,
                          .has_seq_max = q->has_seq_max,
                          .seq_max = q->seq_max};
+    vigil_code rc;
+    if (!q->descending) {
+        struct waiting w = {.m = m};
+        rc = s->methods->scan(s, &a, merge_cb, &w, err);
+        if (!rc && !m->oom && !m->stopped)
+            wait_give(&w, 0, NULL);
+        for (size_t i = 0; i < w.n; i++)
+            vg_free(w.rec[i]);
+        vg_free(w.rec);
+        return rc;
+    }
     m->hold = 1;
-    vigil_code rc = s->methods->scan(s, &a, row_cb, m, err);
+    rc = s->methods->scan(s, &a, row_cb, m, err);
     m->hold = 0;
     if (rc || m->oom)
         return rc;
     if (m->n_held > 1)
-        qsort(m->held, m->n_held, sizeof *m->held, q->descending ? by_key_down : by_key_up);
+        qsort(m->held, m->n_held, sizeof *m->held, by_key_down);
     for (size_t i = 0; i < m->n_held && !m->stopped; i++)
         give(m, m->held[i]);
     return VIGIL_OK;
@@ -420,7 +502,7 @@ static vigil_code straddler(struct vg_store *s, struct mscan *m, vigil_error *er
         b.after_seq = q->after_seq;
         b.after_id = q->after_id;
     } else {
-        if (!q->has_seq_min || q->seq_min == INT64_MIN)
+        if (!q->has_seq_min || q->seq_min <= HOST_SEQ_MIN) /* below it no row holds members */
             return VIGIL_OK;
         b.has_seq_max = 1;
         b.seq_max = q->seq_min - 1;
@@ -480,6 +562,100 @@ vigil_code vg_rows_count(struct vg_store *s, const struct vg_query *q, int64_t *
     all.has_after = 0;
     *out = 0;
     return vg_rows_scan(s, &all, count_cb, out, err);
+}
+
+/* ---- the thread's last row, as this connection wrote it ---------------------------------------
+ */
+
+/* The message row this connection wrote last, when it was its thread's last row, under the change
+ * mark of messages taken just after (VG_STORE_CTRL_CHANGE_MARK): while the mark stays, no message
+ * was written since, by this connection or another, nor a write undone, so the row is still its
+ * thread's last and as kept. A step's put of a member and of the next thought then read no row
+ * to learn their thread's last (docs/internals/STORE.md, "The write"). PostgreSQL keeps no marks:
+ * its puts always read. */
+struct vg_rows_last {
+    struct vg_record *row; /* as the adapter holds it (rev included) */
+    struct vg_store_change_mark mark;
+    int run_known; /* run: the row's run_id as written (host_run) */
+    char run[RUN_ID_MAX];
+    const struct vg_record *end; /* the row's last record's key: (end->seq, end->id) */
+};
+
+void vg_rows_forget(struct vg_store *s)
+{
+    if (s->rows_last) {
+        if (s->rows_last->end != s->rows_last->row)
+            vg_free((void *)s->rows_last->end);
+        vg_free(s->rows_last->row);
+    }
+    vg_free(s->rows_last);
+    s->rows_last = NULL;
+}
+
+static void messages_mark(struct vg_store *s, struct vg_store_change_mark *m, int *ok)
+{
+    memset(m, 0, sizeof *m);
+    m->kind = ROW_KIND;
+    *ok = s->methods->control(s, VG_STORE_CTRL_CHANGE_MARK, m, NULL) == VIGIL_OK;
+}
+
+/* row (its revision rev) is now its thread's last row as stored, its last record member (NULL:
+ * the row's own); same_host: the row known last before with a member more (its host's run_id, if
+ * known, still holds). */
+static void remember_last(struct vg_store *s, const struct vg_record *row, int64_t rev,
+                          const struct vg_record *member, int same_host)
+{
+    int ok;
+    struct vg_store_change_mark m;
+    messages_mark(s, &m, &ok);
+    if (!ok || (!s->rows_last && !(s->rows_last = vg_calloc(1, sizeof *s->rows_last)))) {
+        vg_rows_forget(s);
+        return;
+    }
+    struct vg_record *copy = vg_record_dup(row), *end = member ? vg_record_dup(member) : NULL;
+    struct vg_rows_last *l = s->rows_last;
+    l->run_known = l->run_known && same_host && copy;
+    vg_free(l->row);
+    if (l->end != l->row)
+        vg_free((void *)l->end);
+    l->row = copy;
+    l->end = member ? end : copy;
+    l->mark = m;
+    if (copy)
+        l->row->rev = rev;
+    if (!copy || !l->end)
+        vg_rows_forget(s);
+}
+
+void vg_rows_wrote_last(struct vg_store *s, const struct vg_record *stored)
+{
+    remember_last(s, stored, 1, NULL, 0);
+}
+
+/* The last row of r's thread when this connection knows it (see above), else NULL. */
+static const struct vg_record *known_last(struct vg_store *s, const struct vg_record *r)
+{
+    struct vg_rows_last *l = s->rows_last;
+    if (!l || !l->row || strcmp(l->row->owner, r->owner ? r->owner : "") ||
+        strcmp(l->row->k1, r->k1 ? r->k1 : ""))
+        return NULL;
+    int ok;
+    struct vg_store_change_mark m;
+    messages_mark(s, &m, &ok);
+    return ok && m.foreign == l->mark.foreign && m.own == l->mark.own ? l->row : NULL;
+}
+
+/* Whether every record of stored row sr comes before r (0 when its text does not parse). */
+static int row_before(const struct vg_record *sr, const struct vg_record *r)
+{
+    struct row pr;
+    if (!row_parse(sr->body, &pr))
+        return 0;
+    if (!pr.marked || pr.n == 0)
+        return cmp_key(sr->seq, sr->id, r->seq, r->id) < 0;
+    char last[ID_LEN + 1];
+    member_id(sr->id, pr.e[pr.n - 1].k, last);
+    return cmp_key(sr->seq + pr.e[pr.n - 1].dseq, last, r->seq, r->id) < 0;
 }
 
 /* ---- writes ---------------------------------------------------------------------------------- */
@@ -602,111 +778,134 @@ static vigil_code split_holder(struct vg_store *s, const char *id, int *found, v
 }
 
 /* A plain put must not land inside a row's span: the row before it in its thread is split when
- * its members reach past it (an import or a sync's message, with a seq of its own). */
-static vigil_code keep_apart(struct vg_store *s, const struct vg_record *r, vigil_error *err)
+ * its members reach past it (an import or a sync's message, with a seq of its own). *last = 1
+ * when r comes after every record of its thread: the thread's last row known (known_last), or
+ * read, comes before it. */
+static vigil_code keep_apart(struct vg_store *s, const struct vg_record *r, int *last,
+                             vigil_error *err)
 {
     struct vg_query b = {.kind = ROW_KIND,
                          .owner = r->owner ? r->owner : "",
                          .k1 = r->k1 ? r->k1 : "",
                          .descending = 1,
-                         .limit = 1,
-                         .has_after = 1,
-                         .after_seq = r->seq,
-                         .after_id = r->id};
+                         .limit = 1};
     struct vg_record *before = NULL;
     struct row pr;
-    vigil_code rc = raw_scan_one(s, &b, &before, err);
-    if (!rc && before && row_parse(before->body, &pr) && pr.marked && pr.n > 0) {
-        char last[ID_LEN + 1];
-        const struct entry *e = &pr.e[pr.n - 1];
-        member_id(before->id, e->k, last);
-        if (cmp_key(before->seq + e->dseq, last, r->seq, r->id) > 0)
-            rc = split(s, before, err);
+    const struct vg_record *known = known_last(s, r);
+    const struct vg_record *end = known ? s->rows_last->end : NULL;
+    *last = 0;
+    if (known && cmp_key(end->seq, end->id, r->seq, r->id) < 0)
+        return *last = 1, VIGIL_OK;
+    vigil_code rc = known ? VIGIL_OK : raw_scan_one(s, &b, &before, err);
+    if (!rc && !known && (!before || row_before(before, r))) {
+        *last = 1; /* the thread's last row ends before r: nothing to split */
+        vg_free(before);
+        return VIGIL_OK;
     }
+    if (!rc && before && cmp_key(before->seq, before->id, r->seq, r->id) >= 0) {
+        vg_free(before); /* the thread's last row is after r: the row just before r, then */
+        before = NULL;
+    }
+    b.has_after = 1;
+    b.after_seq = r->seq;
+    b.after_id = r->id;
+    if (!rc && !before)
+        rc = raw_scan_one(s, &b, &before, err);
+    if (!rc && before && row_parse(before->body, &pr) && pr.marked && pr.n > 0 &&
+        !row_before(before, r))
+        rc = split(s, before, err);
     vg_free(before);
     return rc;
 }
 
-/* The member's entry [k,dseq,dat,"a",flags,MEMBER] for host row sr, prev the record before it. */
-static void member_entry(const struct vg_record *r, const struct vg_record *sr, int k,
-                         const char *prev, const char *run, struct vg_buf *out)
+/* The member's entry [k,dseq,dat,"a",flags,MEMBER] for host row sr, prev the record before it,
+ * run the host's run_id as written: 0 when r's body is not a flat object (nothing written). */
+static int member_entry(const struct vg_record *r, const struct vg_record *sr, int k,
+                        const char *prev, const char *run, struct vg_buf *out)
 {
-    struct vg_buf a, b, packed;
-    vg_buf_init(&a, VG_BUF_DEFAULT_MAX);
-    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    static const char *const keys[] = {"prev_id", "run_id"}; /* bits FLAG_PREV, FLAG_RUN */
+    const char *vals[] = {prev, run};
+    struct vg_buf packed;
     vg_buf_init(&packed, VG_BUF_DEFAULT_MAX);
-    int flags = 0;
-    const char *text = r->body;
-    if (vg_body_drop_string(text, "prev_id", prev, &a) && !a.fail) {
-        flags |= FLAG_PREV;
-        text = a.data;
+    int flags = vg_body_pack_less(r, prev, keys, vals, 2, &packed);
+    if (flags < 0) {
+        vg_buf_release(&packed);
+        return 0;
     }
-    if (run[0] && vg_body_drop_string(text, "run_id", run, &b) && !b.fail) {
-        flags |= FLAG_RUN;
-        text = b.data;
-    }
-    struct vg_record m = *r;
-    m.body = text;
-    if (vg_body_pack_prev(&m, prev, &packed) && !packed.fail)
-        text = packed.data;
-    vg_buf_printf(out, "[%d,%lld,%lld,\"%c\",%d,", k, (long long)(r->seq - sr->seq),
-                  (long long)(r->at - sr->at), strcmp(r->k2, "action") ? 't' : 'a', flags);
-    vg_buf_puts(out, text);
+    vg_buf_putc(out, '[');
+    vg_buf_put_i64(out, k);
+    vg_buf_putc(out, ',');
+    vg_buf_put_i64(out, (long long)(r->seq - sr->seq));
+    vg_buf_putc(out, ',');
+    vg_buf_put_i64(out, (long long)(r->at - sr->at));
+    vg_buf_puts(out, strcmp(r->k2, "action") ? ",\"t\"," : ",\"a\",");
+    vg_buf_put_i64(out, flags);
+    vg_buf_putc(out, ',');
+    vg_buf_append(out, packed.data, packed.len);
     vg_buf_putc(out, ']');
-    if (a.fail || b.fail || packed.fail)
+    if (packed.fail)
         out->fail = VIGIL_ENOMEM;
-    vg_buf_release(&a);
-    vg_buf_release(&b);
     vg_buf_release(&packed);
+    return 1;
 }
 
-/* The host's run_id when it is the member r's (else ""), read from the host's stored text, where
- * it is the run's id as written or as its UUID hole's text (body.h), without unpacking it. */
-static void host_run(const struct vg_record *r, const struct vg_record *sr, const struct row *pr,
+/* The run_id of host row sr (parsed as pr) as written, "" when it has none, read from its stored
+ * text (as written, or its UUID hole's text: body.h) without unpacking it; kept with the row
+ * this connection knows last, so a step's members read it once. */
+static void host_run(struct vg_store *s, const struct vg_record *sr, const struct row *pr,
                      char run[RUN_ID_MAX])
 {
-    char mine[RUN_ID_MAX], stored[RUN_ID_MAX];
-    struct vg_buf host, hole;
-    run[0] = '\0';
-    if (!vg_body_string_of(r->body, "run_id", mine, sizeof mine))
+    struct vg_rows_last *l = s->rows_last;
+    if (l && l->row == sr && l->run_known) {
+        memcpy(run, l->run, sizeof l->run);
         return;
+    }
+    char stored[RUN_ID_MAX];
+    struct vg_buf host;
     vg_buf_init(&host, VG_BUF_DEFAULT_MAX);
-    vg_buf_init(&hole, VG_BUF_DEFAULT_MAX);
+    run[0] = '\0';
     if (pr->marked)
         host_stored(pr, &host);
     else
         vg_buf_puts(&host, sr->body);
-    int as_hole = !host.fail && vg_body_message_run_hole(host.data);
-    if (!host.fail && vg_body_string_of(host.data, "run_id", stored, sizeof stored) &&
-        (as_hole ? vg_body_uuid_stored(mine, &hole) && !hole.fail && !strcmp(stored, hole.data)
-                 : !strcmp(stored, mine)))
-        memcpy(run, mine, strlen(mine) + 1);
+    if (!host.fail && vg_body_string_of(host.data, "run_id", stored, sizeof stored)) {
+        if (!vg_body_message_run_hole(host.data))
+            memcpy(run, stored, strlen(stored) + 1);
+        else if (!vg_body_uuid_text(stored, run))
+            run[0] = '\0';
+    }
+    if (l && l->row == sr && !host.fail) {
+        memcpy(l->run, run, sizeof l->run);
+        l->run_known = 1;
+    }
     vg_buf_release(&host);
-    vg_buf_release(&hole);
 }
 
-/* The row's text with r appended as member k. */
-static void appended(const struct vg_record *r, const struct vg_record *sr, const struct row *pr,
-                     int k, struct vg_buf *out)
+/* The row's text with r appended as member k: 0 when r cannot be a member (its body is not a
+ * flat object). */
+static int appended(struct vg_store *s, const struct vg_record *r, const struct vg_record *sr,
+                    const struct row *pr, int k, struct vg_buf *out)
 {
-    char prev[ID_LEN + 1], run[RUN_ID_MAX] = "";
+    char prev[ID_LEN + 1], run[RUN_ID_MAX];
     if (pr->n)
         member_id(sr->id, pr->e[pr->n - 1].k, prev);
     else
         memcpy(prev, sr->id, ID_LEN + 1);
-    host_run(r, sr, pr, run);
+    host_run(s, sr, pr, run);
     vg_buf_puts(out, MARK);
     if (pr->marked) {
         vg_buf_append(out, sr->body + MARK_LEN, (size_t)(pr->rest - 1 - (sr->body + MARK_LEN)));
         if (pr->n)
             vg_buf_putc(out, ',');
     }
-    member_entry(r, sr, k, prev, run, out);
+    if (!member_entry(r, sr, k, prev, run, out))
+        return 0;
     vg_buf_putc(out, ']');
     const char *rest = pr->marked ? pr->rest : sr->body + 1;
     if (rest[0] != '}' && rest[0] != ',')
         vg_buf_putc(out, ',');
     vg_buf_puts(out, rest);
+    return 1;
 }
 
 #ifndef NDEBUG
@@ -727,6 +926,17 @@ static void check_member(const struct vg_record *r, const struct vg_record *row)
 }
 #endif
 
+/* Whether r can be appended to stored row sr, its thread's last row: sr is r's host, a thought,
+ * with room for r after all of it. */
+static int appendable(const struct vg_record *r, const char *host, int k,
+                      const struct vg_record *sr, struct row *pr)
+{
+    return !strcmp(sr->id, host) && !strcmp(sr->k2, "thought") && sr->seq >= HOST_SEQ_MIN &&
+           sr->body[0] == '{' && row_parse(sr->body, pr) && pr->n < MEMBERS_MAX &&
+           (!pr->n || pr->e[pr->n - 1].k < k) &&
+           r->seq > sr->seq + (pr->n ? pr->e[pr->n - 1].dseq : 0);
+}
+
 /* Append r to its host's row when that row is its thread's last and r comes after all of it. */
 static vigil_code try_append(struct vg_store *s, const struct vg_record *r, const char *host, int k,
                              int *done, vigil_error *err)
@@ -736,21 +946,24 @@ static vigil_code try_append(struct vg_store *s, const struct vg_record *r, cons
                          .k1 = r->k1 ? r->k1 : "",
                          .descending = 1,
                          .limit = 1};
-    struct vg_record *sr = NULL;
+    struct vg_record *read = NULL;
     struct row pr;
-    size_t len = strlen(r->body);
     *done = 0;
-    vigil_code rc = raw_scan_one(s, &q, &sr, err);
-    if (rc || !sr || strcmp(sr->id, host) || strcmp(sr->k2, "thought") || sr->body[0] != '{' ||
-        !row_parse(sr->body, &pr) || pr.n == MEMBERS_MAX || (pr.n && pr.e[pr.n - 1].k >= k) ||
-        r->seq <= sr->seq + (pr.n ? pr.e[pr.n - 1].dseq : 0) || len < 2 || r->body[0] != '{' ||
-        vg_body_value_end(r->body, r->body + len) != r->body + len) {
-        vg_free(sr);
+    const struct vg_record *sr = known_last(s, r);
+    vigil_code rc = sr ? VIGIL_OK : raw_scan_one(s, &q, &read, err);
+    if (!sr)
+        sr = read;
+    if (rc || !sr || !appendable(r, host, k, sr, &pr)) {
+        vg_free(read);
         return rc;
     }
     struct vg_buf body;
     vg_buf_init(&body, VG_BUF_DEFAULT_MAX);
-    appended(r, sr, &pr, k, &body);
+    if (!appended(s, r, sr, &pr, k, &body)) { /* not a member: a row of its own */
+        vg_buf_release(&body);
+        vg_free(read);
+        return VIGIL_OK;
+    }
     struct vg_record row = *sr;
     row.body = body.data ? body.data : "";
     if (body.fail) {
@@ -761,19 +974,21 @@ static vigil_code try_append(struct vg_store *s, const struct vg_record *r, cons
 #endif
         rc = s->methods->update(s, &row, sr->rev, err);
         *done = rc == VIGIL_OK;
+        if (*done)
+            remember_last(s, &row, sr->rev + 1, r, sr != read); /* may free sr: its last use */
     }
     vg_buf_release(&body);
-    vg_free(sr);
+    vg_free(read);
     return rc;
 }
 
 vigil_code vg_rows_put(struct vg_store *s, const struct vg_record *r, unsigned flags, int *added,
-                       int *handled, vigil_error *err)
+                       int *handled, int *last, vigil_error *err)
 {
     char host[ID_LEN + 1];
     int k = member_of(r->id, host), found = 0;
     vigil_code rc = VIGIL_OK;
-    *handled = 0;
+    *handled = *last = 0;
     if (k && !(flags & VG_PUT_IF_ABSENT) && member_type(r->k2)) {
         if ((rc = try_append(s, r, host, k, handled, err)) || *handled) {
             *added = *handled;
@@ -793,7 +1008,7 @@ vigil_code vg_rows_put(struct vg_store *s, const struct vg_record *r, unsigned f
                    ? VIGIL_OK
                    : VG_FAIL(err, VIGIL_EEXISTS, "%s \"%s\" already exists", r->kind, r->id);
     }
-    return rc ? rc : keep_apart(s, r, err);
+    return rc ? rc : keep_apart(s, r, last, err);
 }
 
 /* A marked row that is about to be updated becomes a plain row of revision 1, as readers saw

@@ -78,6 +78,7 @@ void vg_store_close(struct vg_store *s)
         vg_store_rollback(s, NULL);
     if (s->round) /* commits that joined it are theirs: keep them */
         (void)vg_store_sync(s, NULL);
+    vg_rows_forget(s);
     s->methods->close(s);
     vg_free(s);
 }
@@ -567,9 +568,9 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
-    int handled = 0;
+    int handled = 0, last = 0;
     if (vg_rows_on(s, r->kind) &&
-        ((rc = note_write(s, vg_rows_put(s, r, flags, &added, &handled, err))) || handled)) {
+        ((rc = note_write(s, vg_rows_put(s, r, flags, &added, &handled, &last, err))) || handled)) {
         if (inserted)
             *inserted = added;
         if (rc == VIGIL_OK && added && s->write_hook)
@@ -578,6 +579,8 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
     }
     if ((rc = pack_row(s, r, &stored, &packed, err)) == VIGIL_OK)
         rc = note_write(s, s->methods->put(s, &stored, flags, &added, err));
+    if (rc == VIGIL_OK && added && last)
+        vg_rows_wrote_last(s, &stored);
     vg_buf_release(&packed);
     if (inserted)
         *inserted = added;

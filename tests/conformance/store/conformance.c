@@ -757,6 +757,52 @@ TEST(a_steps_messages_share_a_row_and_read_one_record_each)
     vg_store_close(s);
 }
 
+/* A member joins its thought's row only while that row is its thread's last: a message another
+ * connection wrote into the thread after the thought, or a thought this connection wrote in a
+ * transaction it rolled back, is seen (what the store knows of the row it wrote last does not
+ * outlive a write of a message by anyone, nor an undoing). */
+TEST(a_member_joins_its_thought_only_while_that_row_is_its_threads_last)
+{
+    struct vg_store *s = open_store(1), *w = open_store(0);
+    struct vg_query thread = {.kind = "message", .owner = "oc", .k1 = "oc:t"};
+    static struct ids got;
+    int rows = 0, seen = 0;
+    model_n = 0;
+    snprintf(step_id[0], sizeof step_id[0], "0190cccc-0000-7000-8000-000000000010");
+    snprintf(step_id[1], sizeof step_id[1], "0190cccc-0000-7000-8000-00000000003f");
+    snprintf(step_id[2], sizeof step_id[2], "0190cccc-0000-7000-8000-000000000011");
+    ASSERT_OK(vg_store_begin(s, E)); /* as the loop writes: in transactions */
+    step_put(s, 0, "oc", "oc:t", "thought", 1, NULL, "r", 0);
+    ASSERT_OK(vg_store_commit(s, E));
+    step_put(w, 1, "oc", "oc:t", "user", 2, step_id[0], "r", 0);
+    ASSERT_OK(vg_store_begin(s, E));
+    step_put(s, 2, "oc", "oc:t", "action", 3, step_id[1], "r", 0);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_scan_stored(s, &thread, rows_cb, &rows, E));
+    ASSERT_EQ(rows, 3);
+    scan_ids(s, &thread, &got);
+    char want[256];
+    snprintf(want, sizeof want, "%s,%s,%s,", step_id[0], step_id[1], step_id[2]);
+    ASSERT_STREQ(got.text, want);
+
+    /* A thought put and rolled back: its member, put next, is a row of its own. */
+    snprintf(step_id[3], sizeof step_id[3], "0190cccc-0000-7000-8000-000000000020");
+    snprintf(step_id[4], sizeof step_id[4], "0190cccc-0000-7000-8000-000000000021");
+    ASSERT_OK(vg_store_begin(s, E));
+    step_put(s, 3, "oc", "oc:t", "thought", 4, step_id[2], "r", 0);
+    ASSERT_OK(vg_store_rollback(s, E));
+    model_n--;
+    step_put(s, 4, "oc", "oc:t", "action", 5, step_id[3], "r", 0);
+    seen = 0;
+    ASSERT_OK(vg_store_scan(s, &thread, body_cb, &seen, E));
+    ASSERT_EQ(seen, 4);
+    rows = 0;
+    ASSERT_OK(vg_store_scan_stored(s, &thread, rows_cb, &rows, E));
+    ASSERT_EQ(rows, 4);
+    vg_store_close(w);
+    vg_store_close(s);
+}
+
 /* ---- cursors ------------------------------------------------------------------------------- */
 
 /* Keyset pages stay exact while another connection inserts between pages: every record that
@@ -1865,6 +1911,7 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(status_updates_find_the_row_under_its_new_keys);
     CASE(scans_match_model);
     CASE(a_steps_messages_share_a_row_and_read_one_record_each);
+    CASE(a_member_joins_its_thought_only_while_that_row_is_its_threads_last);
     CASE(cursor_stable_under_inserts);
     CASE(nested_transactions);
     CASE(savepoints_in_every_order);
