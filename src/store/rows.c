@@ -13,7 +13,8 @@
  * that is the thought's (bit 2); its shapes' PREV holes stand for that prev_id. A plain row whose
  * stored text begins with {"~": is stored behind {"~":[], (read back by taking that off).
  *
- * Sections: ids and the row's text; a row's records; reads; writes.
+ * Sections: ids and the row's text; a row's records; reads; the thread's last row, as this
+ * connection wrote it; writes.
  */
 #include "base/common.h"
 
@@ -564,8 +565,7 @@ vigil_code vg_rows_count(struct vg_store *s, const struct vg_query *q, int64_t *
     return vg_rows_scan(s, &all, count_cb, out, err);
 }
 
-/* ---- the thread's last row, as this connection wrote it ---------------------------------------
- */
+/* ---- the thread's last row, as this connection wrote it ------------------------------------ */
 
 /* The message row this connection wrote last, when it was its thread's last row, under the change
  * mark of messages taken just after (VG_STORE_CTRL_CHANGE_MARK): while the mark stays, no message
@@ -636,8 +636,8 @@ void vg_rows_wrote_last(struct vg_store *s, const struct vg_record *stored)
 static const struct vg_record *known_last(struct vg_store *s, const struct vg_record *r)
 {
     struct vg_rows_last *l = s->rows_last;
-    if (!l || !l->row || strcmp(l->row->owner, r->owner ? r->owner : "") ||
-        strcmp(l->row->k1, r->k1 ? r->k1 : ""))
+    if (!l || !l->row || strcmp(l->row->owner ? l->row->owner : "", r->owner ? r->owner : "") ||
+        strcmp(l->row->k1 ? l->row->k1 : "", r->k1 ? r->k1 : ""))
         return NULL;
     int ok;
     struct vg_store_change_mark m;
