@@ -425,7 +425,8 @@ static int wait_give(struct waiting *w, int64_t seq, const char *id)
         stop = give(w->m, w->rec[i++]);
     for (size_t j = 0; j < i; j++)
         vg_free(w->rec[j]);
-    memmove(w->rec, w->rec + i, (w->n - i) * sizeof *w->rec);
+    if (i > 0 && i < w->n) /* nothing waiting: w->rec may be NULL */
+        memmove(w->rec, w->rec + i, (w->n - i) * sizeof *w->rec);
     w->n -= i;
     return stop;
 }
