@@ -1350,7 +1350,8 @@ static void put_call_row(struct parts *p, const struct vg_run *run, const struct
 }
 
 static vigil_code start_call(struct vg_run *run, const char *name, const char *operation_id,
-                             const char *input_json, const char *via, int keep, char out_id[37],
+                             const char *input_json, const char *via, int keep, const char *id,
+                             char out_id[37],
                              vigil_error *err)
 {
     json_t *body = NULL;
@@ -1373,7 +1374,10 @@ static vigil_code start_call(struct vg_run *run, const char *name, const char *o
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
         goto out;
     }
-    vg_ids_new(run->ids, c->id);
+    if (id) /* the caller's id for the call (its action message's) */
+        snprintf(c->id, sizeof c->id, "%s", id);
+    else
+        vg_ids_new(run->ids, c->id);
     vg_time_format_ms(c->started_at, vg_clock_now_ms(run->clock));
     c->input = in.data; /* borrowed until it is taken below */
     c->started_seq = c->seq = run->next_seq;
@@ -1423,7 +1427,7 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err)
 {
-    return start_call(run, name, operation_id, input_json, NULL, 0, out_id, err);
+    return start_call(run, name, operation_id, input_json, NULL, 0, NULL, out_id, err);
 }
 
 vigil_code vg_journal_tool_call_started_via(struct vg_run *run, const char *name, const char *via,
@@ -1432,14 +1436,23 @@ vigil_code vg_journal_tool_call_started_via(struct vg_run *run, const char *name
 {
     if (!via || !*via)
         return VG_FAIL(err, VIGIL_EINVAL, "a call made through another needs its via key");
-    return start_call(run, name, NULL, input_json, via, 0, out_id, err);
+    return start_call(run, name, NULL, input_json, via, 0, NULL, out_id, err);
 }
 
 vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
                                            const char *operation_id, const char *input_json,
                                            char out_id[37], vigil_error *err)
 {
-    return start_call(run, name, operation_id, input_json, NULL, 1, out_id, err);
+    return start_call(run, name, operation_id, input_json, NULL, 1, NULL, out_id, err);
+}
+
+vigil_code vg_journal_tool_call_started_as(struct vg_run *run, const char *name,
+                                           const char *operation_id, const char *input_json,
+                                           const char *id, vigil_error *err)
+{
+    if (!vg_id_valid(id))
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call's id must be a UUID");
+    return start_call(run, name, operation_id, input_json, NULL, 1, id, NULL, err);
 }
 
 vigil_code vg_journal_kept_take(struct vg_run *run, const char *record_id, char **kept_json,

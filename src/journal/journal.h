@@ -233,6 +233,11 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
 vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
                                            const char *operation_id, const char *input_json,
                                            char out_id[37], vigil_error *err);
+/* vg_journal_tool_call_started_in with the call's id chosen by the caller (a UUID): the loop's,
+ * made from its step's thought id (docs/internals/STORE.md, "A step's messages in one row"). */
+vigil_code vg_journal_tool_call_started_as(struct vg_run *run, const char *name,
+                                           const char *operation_id, const char *input_json,
+                                           const char *id, vigil_error *err);
 /* The record kept by vg_journal_tool_call_started_in (record_id the call's id) or
  * vg_journal_model_call_in (the thought's id), for its message being written with record_id as
  * its id: the member's text (*kept_json, owned); NULL when that record is not kept (written as a

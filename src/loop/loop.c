@@ -681,6 +681,11 @@ struct run_state {
     struct vg_model_call_trace trace; /* of the last model call */
     char *last_sig;
     char *first_sig; /* the turn's first call's signature, computed once for both uses */
+    /* The step's thought id (its last hex digit 0) and the digit its latest action or result
+     * message took: those messages' ids are the thought's with digits 1..f, so the store keeps
+     * them in the thought's row (docs/internals/STORE.md, "A step's messages in one row"). */
+    char step_host[37];
+    int step_members;
     /* The agent's lifecycle as the last transaction before the next model call read it. */
     vigil_lifecycle lc_seen;
     int lc_fresh;
@@ -1303,6 +1308,9 @@ static vigil_code commit_turn(struct run_state *rs)
     /* The model call's record is kept in the thought's row, its id the thought's (docs/internals/
      * JOURNAL.md, "A model call in its thought message"). */
     vg_ids_new(rs->env->ids, thought_id);
+    thought_id[35] = '0';
+    memcpy(rs->step_host, thought_id, sizeof rs->step_host);
+    rs->step_members = 0;
     am.id = thought_id;
     if (!(rc = phase_begin(rs))) {
         rc = charge_call(rs);
@@ -1348,6 +1356,18 @@ struct call_plan {
     int64_t t0;
     int ended; /* its journal end is written (in the executor's result message) */
 };
+
+/* The id of the step's next action or result message: the thought's with the next digit, or a
+ * new one past the 15th. */
+static void step_member_id(struct run_state *rs, char out[37])
+{
+    if (!rs->step_host[0] || rs->step_members >= 15) {
+        vg_ids_new(rs->env->ids, out);
+        return;
+    }
+    memcpy(out, rs->step_host, 37);
+    out[35] = "0123456789abcdef"[++rs->step_members];
+}
 
 /* Doom-loop detection, the soft stop and a missing executor decide whether the loop refuses
  * the call itself. A doom loop at its stop count ends the run (*stop = 1). */
@@ -1410,7 +1430,8 @@ static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
     /* The journal's start of the call is kept in its action message's row, written in this
      * transaction by the loop or the executor (docs/internals/JOURNAL.md, "A tool call's start
      * in its action message"); a start no message takes is a row at the commit. */
-    rc = vg_journal_tool_call_started_in(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
+    step_member_id(rs, p->jcall);
+    rc = vg_journal_tool_call_started_as(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
                                          &rs->err);
     char *start = NULL;
     if (!rc && p->loop_records)
@@ -1471,13 +1492,14 @@ static int policy_code(const char *code)
 /* The executor writes the call's toolResult message (result_end): the journal's end of the call
  * goes in its row, as record_call_end does for the loop's own, unless the run journals decisions
  * of the call first (their records come before the end). */
-static vigil_code end_in_result(void *user, const char *message_id, const char *content,
-                                int is_error, const char *error_code, int has_decisions,
-                                char **end_json, vigil_error *err)
+static vigil_code end_in_result(void *user, char message_id[37], const char *content, int is_error,
+                                const char *error_code, int has_decisions, char **end_json,
+                                vigil_error *err)
 {
     struct call_plan *p = user;
     struct run_state *rs = p->rs;
     *end_json = NULL;
+    step_member_id(rs, message_id);
     if (p->ended || has_decisions || policy_code(error_code) ||
         strlen(content) > VG_MESSAGE_INLINE_MAX)
         return VIGIL_OK;
@@ -1644,7 +1666,7 @@ static vigil_code record_call_end(struct run_state *rs, const struct call_plan *
     struct result_row row = {NULL, NULL};
     char *end = NULL;
     if (!rc && in_message) {
-        vg_ids_new(rs->env->ids, mid);
+        step_member_id(rs, mid);
         row.id = mid;
         rc = vg_journal_tool_call_finished_in(rs->run, p->jcall, status, o->content, code, ms, mid,
                                               &end, &rs->err);

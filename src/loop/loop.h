@@ -66,7 +66,7 @@ struct vg_loop_call_ctx {
     int *turn_charge_written;
     /* With an executor that records messages: the journal's end of the call, for the
      * toolResult message it writes (vg_tool_call_ctx's result_end, the same contract). */
-    vigil_code (*result_end)(void *user, const char *message_id, const char *content, int is_error,
+    vigil_code (*result_end)(void *user, char message_id[37], const char *content, int is_error,
                              const char *error_code, int has_decisions, char **end_json,
                              vigil_error *err);
     void *result_end_user;

@@ -101,6 +101,8 @@ static const struct field message_fields[] = {
           "{\"actionType\":\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" HEX64
           "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
 };
+/* The entry of message_fields that keeps a run_id as its UUID's hole (vg_body_message_run_hole). */
+#define MESSAGE_RUN_HOLE 20
 static const unsigned char message_order[] = {0,  1,  21, 13, 2, 3, 4,  5,  6,  7,  14, 22,
                                               17, 15, 18, 16, 8, 9, 19, 20, 10, 11, 12};
 static const struct field journal_fields[] = {
@@ -1121,4 +1123,184 @@ int vg_body_unpack_prev(const struct vg_record *r, const char *prev, struct vg_b
     if (out->data)
         out->data[mark] = '\0';
     return 0;
+}
+
+/* ---- members of a message row (store/rows.c) ------------------------------------------------- */
+
+const char *vg_body_value_end(const char *p, const char *end)
+{
+    return value_end(p, end);
+}
+
+/* The flat members of body (a whole object), or -1. */
+static int object_members(const char *body, size_t len, struct member *m)
+{
+    return len >= 2 && body[0] == '{' && body[len - 1] == '}'
+               ? members_of(body + 1, body + len - 1, m)
+               : -1;
+}
+
+/* Whether member m's value is the JSON string of val (plain text, no escapes). */
+static int value_is(const struct member *m, const char *val, size_t vlen)
+{
+    const char *v = m->key + m->klen + 2;
+    return (size_t)(m->end - v) == vlen + 2 && v[0] == '"' && !memcmp(v + 1, val, vlen) &&
+           v[vlen + 1] == '"';
+}
+
+/* Which of members m[0..n) are "keys[j]":"vals[j]" (skip[i] set), each key's at most once: bit j
+ * set for each. */
+static int members_to_drop(const struct member *m, int n, const char *const *keys,
+                           const char *const *vals, int n_keys, unsigned char *skip)
+{
+    int dropped = 0;
+    for (int i = 0; i < n; i++) {
+        skip[i] = 0;
+        for (int j = 0; j < n_keys && !skip[i]; j++) {
+            size_t klen = strlen(keys[j]);
+            if (!(dropped & (1 << j)) && vals[j] && vals[j][0] && m[i].klen == klen &&
+                !memcmp(m[i].key, keys[j], klen) && value_is(&m[i], vals[j], strlen(vals[j]))) {
+                skip[i] = 1;
+                dropped |= 1 << j;
+            }
+        }
+    }
+    return dropped;
+}
+
+int vg_body_pack_less(const struct vg_record *r, const char *prev, const char *const *keys,
+                      const char *const *vals, int n_keys, struct vg_buf *out)
+{
+    const struct kind_fields *k = fields_of(r->kind);
+    struct member m[MAX_MEMBERS];
+    unsigned char skip[MAX_MEMBERS];
+    int n = object_members(r->body, strlen(r->body), m), kept_n = 0, prev_used = 0;
+    if (n < 0)
+        return -1;
+    int dropped = members_to_drop(m, n, keys, vals, n_keys, skip);
+    for (int i = 0; i < n; i++)
+        if (!skip[i])
+            m[kept_n++] = m[i];
+    unsigned mask = 0;
+    struct vg_buf kept;
+    vg_buf_init(&kept, VG_BUF_DEFAULT_MAX);
+    if (k && kept_n > 0 && (!k->when || strstr(r->body, k->when)))
+        mask = pack_members(k, m, kept_n, r, prev, &prev_used, &kept);
+    if (mask) {
+        vg_buf_puts(out, MARKER);
+        vg_buf_put_i64(out, mask);
+        vg_buf_append(out, kept.data, kept.len);
+        vg_buf_putc(out, '}');
+    } else if (!dropped) { /* as it is (behind the marker when it reads as one) */
+        if (!escape_marker(r, out))
+            vg_buf_puts(out, r->body);
+    } else { /* less the members dropped, behind the marker when it reads as one */
+        int marked = kept_n > 0 && m[0].klen == 0;
+        vg_buf_puts(out, marked ? MARKER "0" : "{");
+        for (int i = 0; i < kept_n; i++) {
+            if (i > 0 || marked)
+                vg_buf_putc(out, ',');
+            vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
+        }
+        vg_buf_putc(out, '}');
+    }
+    if (kept.fail && !out->fail)
+        out->fail = kept.fail;
+    vg_buf_release(&kept);
+    return dropped;
+}
+
+/* A comma before every member but the first. */
+static void separate(struct vg_buf *out, int *wrote)
+{
+    if (*wrote)
+        vg_buf_putc(out, ',');
+    *wrote = 1;
+}
+
+static void put_string_member(struct vg_buf *out, const char *key, const char *val, int *wrote)
+{
+    separate(out, wrote);
+    vg_buf_putc(out, '"');
+    vg_buf_puts(out, key);
+    vg_buf_puts(out, "\":\"");
+    vg_buf_puts(out, val);
+    vg_buf_putc(out, '"');
+}
+
+int vg_body_add_string(const char *body, const char *key, const char *val, struct vg_buf *out)
+{
+    struct member m[MAX_MEMBERS];
+    size_t klen = strlen(key);
+    int n = object_members(body, strlen(body), m), done = 0, wrote = 0;
+    if (n < 0)
+        return 0;
+    vg_buf_putc(out, '{');
+    for (int i = 0; i < n; i++) {
+        if (!done && key_cmp(m[i].key, m[i].klen, key, klen) > 0) {
+            put_string_member(out, key, val, &wrote);
+            done = 1;
+        }
+        separate(out, &wrote);
+        vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
+    }
+    if (!done)
+        put_string_member(out, key, val, &wrote);
+    vg_buf_putc(out, '}');
+    return 1;
+}
+
+size_t vg_body_string_of(const char *body, const char *key, char *out, size_t cap)
+{
+    struct member m[MAX_MEMBERS];
+    size_t klen = strlen(key);
+    int n = object_members(body, strlen(body), m);
+    for (int i = 0; i < n; i++) {
+        if (m[i].klen != klen || memcmp(m[i].key, key, klen))
+            continue;
+        const char *v = m[i].key + klen + 2;
+        size_t len = (size_t)(m[i].end - v);
+        if (len < 2 || v[0] != '"' || len - 2 >= cap || memchr(v + 1, '\\', len - 2))
+            return 0;
+        memcpy(out, v + 1, len - 2);
+        out[len - 2] = '\0';
+        return len - 2;
+    }
+    return 0;
+}
+
+int vg_body_uuid_stored(const char *uuid, struct vg_buf *out)
+{
+    unsigned char bytes[ID_BYTES_MAX];
+    if (strlen(uuid) != UUID_TEXT_LEN || id_bytes(UUID_C, uuid, bytes) != 16)
+        return 0;
+    put_b64url(out, bytes, 16);
+    return 1;
+}
+
+int vg_body_uuid_text(const char *stored, char out[37])
+{
+    unsigned char bytes[16];
+    static const char hex[] = "0123456789abcdef";
+    if (!b64url_bytes(stored, strlen(stored), bytes, 16))
+        return 0;
+    for (size_t i = 0, o = 0; i < 16; i++) {
+        if (uuid_dash(o))
+            out[o++] = '-';
+        out[o++] = hex[bytes[i] >> 4];
+        out[o++] = hex[bytes[i] & 15];
+    }
+    out[36] = '\0';
+    return 1;
+}
+
+int vg_body_message_run_hole(const char *stored)
+{
+    unsigned long mask = 0;
+    const char *p = stored + MARKER_LEN;
+    if (strncmp(stored, MARKER, MARKER_LEN) != 0)
+        return 0;
+    while (*p >= '0' && *p <= '9' && mask < (1ul << 31))
+        mask = mask * 10 + (unsigned long)(*p++ - '0');
+    return (mask >> MESSAGE_RUN_HOLE) & 1;
 }

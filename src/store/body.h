@@ -44,4 +44,29 @@ int vg_body_unpack(const struct vg_record *r, struct vg_buf *out);
 int vg_body_pack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out);
 int vg_body_unpack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out);
 
+/* For the rows of a step's messages (store/rows.c). The end of the JSON value at p (before end),
+ * or NULL. */
+const char *vg_body_value_end(const char *p, const char *end);
+/* r's body (a flat object, keys ascending) as stored with prev standing for its PREV holes
+ * (vg_body_pack_prev), less its top-level members "keys[j]":"vals[j]" (j < n_keys, at most 8;
+ * vals[j] plain text, no escapes; NULL or "" drops nothing), into out, its members parsed once:
+ * bit j set for each member dropped, or -1 when the body is not a flat object whose members
+ * parse (nothing written). */
+int vg_body_pack_less(const struct vg_record *r, const char *prev, const char *const *keys,
+                      const char *const *vals, int n_keys, struct vg_buf *out);
+/* body with "key":"val" put back at its place in key order into out: 1, or 0 when body is not a
+ * flat object (out untouched). */
+int vg_body_add_string(const char *body, const char *key, const char *val, struct vg_buf *out);
+/* The text of body's top-level string member key (no escapes) into out (cap bytes): its length,
+ * 0 when there is none that fits. */
+size_t vg_body_string_of(const char *body, const char *key, char *out, size_t cap);
+/* The text a shape's UUID hole stores for uuid (its bytes' base64url) into out: 1, or 0 when uuid
+ * is not a canonical UUID. */
+int vg_body_uuid_stored(const char *uuid, struct vg_buf *out);
+/* The UUID whose hole's stored text (its bytes' base64url) is stored, into out: 1, or 0 when
+ * stored is not one. */
+int vg_body_uuid_text(const char *stored, char out[37]);
+/* Whether a message body's stored text keeps its run_id as its UUID's hole (else as written). */
+int vg_body_message_run_hole(const char *stored);
+
 #endif

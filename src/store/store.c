@@ -78,6 +78,7 @@ void vg_store_close(struct vg_store *s)
         vg_store_rollback(s, NULL);
     if (s->round) /* commits that joined it are theirs: keep them */
         (void)vg_store_sync(s, NULL);
+    vg_rows_forget(s);
     s->methods->close(s);
     vg_free(s);
 }
@@ -538,6 +539,23 @@ static vigil_code pack(const struct vg_record *r, struct vg_record *stored, stru
     return VIGIL_OK;
 }
 
+/* pack, and a message's stored text that would read as a row of several messages escaped
+ * (store/rows.c). */
+static vigil_code pack_row(struct vg_store *s, const struct vg_record *r, struct vg_record *stored,
+                           struct vg_buf *packed, vigil_error *err)
+{
+    vigil_code rc = pack(r, stored, packed, err);
+    if (rc || !vg_rows_on(s, r->kind) || !vg_rows_needs_escape(stored->body))
+        return rc;
+    struct vg_buf esc;
+    vg_buf_init(&esc, VG_BUF_DEFAULT_MAX);
+    vg_rows_escape(stored->body, &esc);
+    vg_buf_release(packed);
+    *packed = esc;
+    stored->body = packed->data;
+    return packed->fail ? vg_buf_finish(packed, err) : VIGIL_OK;
+}
+
 vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned flags,
                         int *inserted, vigil_error *err)
 {
@@ -550,8 +568,19 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
-    if ((rc = pack(r, &stored, &packed, err)) == VIGIL_OK)
+    int handled = 0, last = 0;
+    if (vg_rows_on(s, r->kind) &&
+        ((rc = note_write(s, vg_rows_put(s, r, flags, &added, &handled, &last, err))) || handled)) {
+        if (inserted)
+            *inserted = added;
+        if (rc == VIGIL_OK && added && s->write_hook)
+            rc = note_write(s, s->write_hook(s->write_hook_user, r, 0, err));
+        return rc;
+    }
+    if ((rc = pack_row(s, r, &stored, &packed, err)) == VIGIL_OK)
         rc = note_write(s, s->methods->put(s, &stored, flags, &added, err));
+    if (rc == VIGIL_OK && added && last)
+        vg_rows_wrote_last(s, &stored);
     vg_buf_release(&packed);
     if (inserted)
         *inserted = added;
@@ -571,7 +600,10 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
-    if ((rc = pack(r, &stored, &packed, err)) == VIGIL_OK)
+    if (vg_rows_on(s, r->kind) &&
+        (rc = note_write(s, vg_rows_before_change(s, r->id, &expected_rev, err))))
+        return rc;
+    if ((rc = pack_row(s, r, &stored, &packed, err)) == VIGIL_OK)
         rc = note_write(s, s->methods->update(s, &stored, expected_rev, err));
     vg_buf_release(&packed);
     if (rc == VIGIL_OK && s->write_hook)
@@ -620,6 +652,8 @@ vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg
     vigil_code rc = check_key(kind, id, err);
     if (rc)
         return rc;
+    if (vg_rows_on(s, kind))
+        return vg_rows_get(s, kind, id, cb, user, err);
     return unpacked(s, NULL, kind, id, cb, user, err);
 }
 
@@ -638,7 +672,11 @@ vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record
                          vigil_error *err)
 {
     vigil_code rc = scan_check(q, err);
-    return rc ? rc : unpacked(s, q, NULL, NULL, cb, user, err);
+    if (rc)
+        return rc;
+    if (vg_rows_on(s, q->kind))
+        return vg_rows_scan(s, q, cb, user, err);
+    return unpacked(s, q, NULL, NULL, cb, user, err);
 }
 
 vigil_code vg_store_scan_stored(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
@@ -661,6 +699,8 @@ vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t 
 {
     if (!kind_valid(q->kind))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", q->kind ? q->kind : "");
+    if (vg_rows_on(s, q->kind))
+        return vg_rows_count(s, q, out, err);
     return s->methods->count(s, q, out, err);
 }
 
@@ -670,6 +710,8 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
     SETTLE_DURABILITY(s);
     vigil_code rc = check_key(kind, id, err);
     if (rc || (rc = check_doomed(s, err)))
+        return rc;
+    if (vg_rows_on(s, kind) && (rc = note_write(s, vg_rows_before_change(s, id, NULL, err))))
         return rc;
     return note_write(s, s->methods->remove(s, kind, id, err));
 }
@@ -682,9 +724,15 @@ vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t 
     if (!owner || !*owner)
         return VG_FAIL(err, VIGIL_EINVAL, "refusing to remove records of the empty owner");
     vigil_code rc = check_doomed(s, err);
+    int64_t members = 0;
+    if (!rc && vg_rows_on(s, "message"))
+        rc = vg_rows_members_of_owner(s, owner, &members, err);
     if (rc)
         return rc;
-    return note_write(s, s->methods->remove_owner(s, owner, removed, err));
+    rc = note_write(s, s->methods->remove_owner(s, owner, removed, err));
+    if (rc == VIGIL_OK && removed)
+        *removed += members; /* a step's messages in one row: counted a record each */
+    return rc;
 }
 
 vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err)

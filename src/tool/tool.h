@@ -305,8 +305,9 @@ struct vg_tool_call_ctx {
      * end in its result message"). Called in the transaction that appends the message, just
      * before, with the message's id and content, whether it is an error, its error code ("":
      * none) and whether the outcome carries decisions; *end_json (owned) is then the message's
-     * journal_end, or NULL. */
-    vigil_code (*result_end)(void *user, const char *message_id, const char *content, int is_error,
+     * journal_end, or NULL. The caller may give the message an id of its choosing, written into
+     * message_id first (the loop's: its step's thought's id with another last digit). */
+    vigil_code (*result_end)(void *user, char message_id[37], const char *content, int is_error,
                              const char *error_code, int has_decisions, char **end_json,
                              vigil_error *err);
     void *result_end_user;

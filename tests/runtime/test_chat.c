@@ -213,6 +213,13 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     test_rt_close(&t);
 }
 
+static int count_records_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    ++*(int *)user;
+    return 0;
+}
+
 static int end_row_cb(void *user, const struct vg_record *r)
 {
     *(int *)user += strstr(r->body, "\"tool_call\"") && !strstr(r->body, "\"running\"");
@@ -370,6 +377,14 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
     ASSERT(own > 0);
     ASSERT_EQ(n, seq + own);
     vg_free(file);
+    /* The step's three actions and three results are kept in its thought's row, their ids made
+     * from the thought's (docs/internals/STORE.md, "A step's messages in one row"), while every
+     * reader above got one record a message: the turn's nine messages in three rows. */
+    int records = 0, rows = 0;
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, count_records_cb, &records, E));
+    ASSERT_OK(vg_store_scan_stored(t.rt->env.store, &mq, count_records_cb, &rows, E));
+    ASSERT_EQ(records, 9);
+    ASSERT_EQ(rows, 3);
     close_process(&t, &w);
     test_rt_close(&t);
 }

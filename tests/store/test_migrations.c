@@ -566,6 +566,96 @@ TEST(a_schema_20_stores_ids_read_as_written_after_the_upgrade)
               1);
 }
 
+/* A step's messages as src/agent/message.c writes them: a thought (its id's last digit 0), then
+ * its action and result (the same id with 1 and 2: ids a schema 24 store keeps in one row). */
+#define STEP_AGENT "0190aaaa-0000-7000-8000-00000000a001"
+#define STEP_THREAD STEP_AGENT ":session:main"
+static void step_body(char *out, size_t cap, const char *id, const char *kind, const char *prev,
+                      int64_t seq)
+{
+    snprintf(out, cap,
+             "{\"agent_id\":\"" STEP_AGENT "\",\"content\":\"c%lld\",\"content_type\":"
+             "\"text/plain\",\"created_at\":\"2026-11-29T00:00:0%lld.000Z\",\"id\":\"%s\","
+             "\"kind\":\"%s\",\"metadata\":null,\"payload_id\":null,\"prev_id\":\"%s\","
+             "\"run_id\":\"0190aaaa-0000-7000-8000-00000000b001\",\"seq\":%lld,"
+             "\"thread_id\":\"" STEP_THREAD "\",\"tokens\":1}",
+             (long long)seq, (long long)seq, id, kind, prev, (long long)seq);
+}
+
+static char step_bodies[6][600];
+static const char *const step_ids[6] = {
+    "0190aaaa-0000-7000-8000-00000000c010", "0190aaaa-0000-7000-8000-00000000c011",
+    "0190aaaa-0000-7000-8000-00000000c012", "0190aaaa-0000-7000-8000-00000000d020",
+    "0190aaaa-0000-7000-8000-00000000d021", "0190aaaa-0000-7000-8000-00000000d022"};
+
+static void step_write(struct vg_store *s, int from, int to)
+{
+    static const char *const kinds[] = {"thought", "action", "toolResult"};
+    for (int i = from; i < to; i++) {
+        step_body(step_bodies[i], sizeof step_bodies[i], step_ids[i], kinds[i % 3],
+                  i ? step_ids[i - 1] : "0190aaaa-0000-7000-8000-00000000c000", i + 1);
+        struct vg_record r = {
+            "message",     step_ids[i], STEP_AGENT, STEP_THREAD,
+            kinds[i % 3],  i + 1,       0,          1795900000000 + (i + 1) * 1000,
+            step_bodies[i]};
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    }
+}
+
+static int step_join(void *user, const struct vg_record *r)
+{
+    char *out = user;
+    int i = 0;
+    while (i < 6 && strcmp(step_ids[i], r->id) != 0)
+        i++;
+    ASSERT(i < 6);
+    ASSERT_STREQ(r->body, step_bodies[i]);
+    size_t len = strlen(out);
+    snprintf(out + len, 1024 - len, "%d,", i);
+    return 0;
+}
+
+/* Every message of the thread, by the thread both ways and by id. */
+static void step_check(struct vg_store *s, int n, const char *up, const char *down)
+{
+    char got[1024] = "";
+    struct vg_query q = {.kind = "message", .owner = STEP_AGENT, .k1 = STEP_THREAD};
+    ASSERT_OK(vg_store_scan(s, &q, step_join, got, E));
+    ASSERT_STREQ(got, up);
+    got[0] = '\0';
+    q.descending = 1;
+    ASSERT_OK(vg_store_scan(s, &q, step_join, got, E));
+    ASSERT_STREQ(got, down);
+    for (int i = 0; i < n; i++) {
+        got[0] = '\0';
+        ASSERT_OK(vg_store_get(s, "message", step_ids[i], step_join, got, E));
+    }
+}
+
+TEST(a_schema_23_stores_messages_keep_their_rows_and_new_steps_share_one)
+{
+    int latest = latest_version();
+    ASSERT(latest >= 24);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/s23.db", dir);
+    struct vg_store_options o = {.create_if_missing = 1, .target_version = 23};
+    struct vg_store *s = NULL;
+    ASSERT_OK(vg_store_open(path, &o, &s, E));
+    step_write(s, 0, 3); /* schema 23: a row a message, whatever the ids */
+    step_check(s, 3, "0,1,2,", "2,1,0,");
+    vg_store_close(s);
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'message'"), 3);
+
+    struct vg_store_options now = {0};
+    ASSERT_OK(vg_store_open(path, &now, &s, E));
+    ASSERT_EQ(schema_version(s), latest);
+    step_check(s, 3, "0,1,2,", "2,1,0,");
+    step_write(s, 3, 6); /* the next step's action and result join its thought's row */
+    step_check(s, 6, "0,1,2,3,4,5,", "5,4,3,2,1,0,");
+    vg_store_close(s);
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'message'"), 4);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("migrations"));
@@ -573,5 +663,6 @@ int main(void)
     RUN(uuid_keys_stored_as_bytes_read_back_as_written);
     RUN(newer_schema_refused_untouched);
     RUN(a_schema_20_stores_ids_read_as_written_after_the_upgrade);
+    RUN(a_schema_23_stores_messages_keep_their_rows_and_new_steps_share_one);
     return 0;
 }

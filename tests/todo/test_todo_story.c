@@ -9,10 +9,10 @@
 #include "loop/watch_model.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
+#include "store/store.h"
 #include "todo/todo.h"
 
 #include <jansson.h>
-#include <sqlite3.h>
 
 /* The tools a task agent of examples/todo is given. */
 #define TASK_AGENT_TOOLS                                                                           \
@@ -60,22 +60,17 @@ static json_t *shown(vigil_runtime *rt, const char *agent)
     return v;
 }
 
-/* How many records of kind the agent owns in the agent store at path. */
+/* How many records of kind the agent owns in the agent store at path, as the store gives them
+ * (a row may hold several of a step's messages: docs/internals/STORE.md). */
 static int64_t owned(const char *path, const char *agent, const char *kind)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    ASSERT_EQ(sqlite3_prepare_v2(db,
-                                 "SELECT count(*) FROM records_text WHERE owner = ?1 AND kind = ?2",
-                                 -1, &st, NULL),
-              SQLITE_OK);
-    sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+    struct vg_store_options o = {.read_only = 1};
+    struct vg_store *s = NULL;
+    struct vg_query q = {.kind = kind, .owner = agent};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_open(path, &o, &s, E));
+    ASSERT_OK(vg_store_count(s, &q, &n, E));
+    vg_store_close(s);
     return n;
 }
 

@@ -561,7 +561,14 @@ static const char *const migrations[] = {
      * vigil without those entries would read such a body as its stored text, so it must refuse the
      * database. */
     ("SELECT 1;"),
+    /* 14: a step's action and toolResult messages may be kept in the row of the thought before
+     * them (SQLite's 24, store/rows.c): nothing moves, but a vigil that reads a row as one
+     * message would not see the others in it, so it must refuse the database. */
+    ("SELECT 1;"),
 };
+
+/* The schema from which a step's messages may share a row (store/rows.c). */
+#define MEMBER_ROWS 14
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
 
@@ -1432,6 +1439,11 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_SCHEMA_VERSION:
         *(int *)arg = ps->schema_version;
         return VIGIL_OK;
+    case VG_STORE_CTRL_MEMBER_ROWS:
+        return ps->schema_version >= MEMBER_ROWS
+                   ? VIGIL_OK
+                   : VG_FAIL(err, VIGIL_EUNSUPPORTED, "schema %d keeps a row a message",
+                             ps->schema_version);
     case VG_STORE_CTRL_CHECKPOINT:
         return VIGIL_OK; /* the server manages its own WAL */
     case VG_STORE_CTRL_FILE_SIZE:

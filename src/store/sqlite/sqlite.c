@@ -484,13 +484,18 @@ static const char *const migrations[] = {
     /* 23: multi-device sync's log entries and record clocks leave the indexes their queries do
      * not use (LEAN_KINDS); migrate() moves the stored rows over. */
     ("SELECT 1;"),
-    /* 24: reserved for a step made on another branch at the same time (a step's messages in
-     * one row); nothing here. */
+    /* 24: a step's action and toolResult messages may be kept in the row of the thought before
+     * them (store/rows.c, VG_STORE_CTRL_MEMBER_ROWS): nothing moves (the messages stored before
+     * keep their rows), but a vigil that reads a row as one message would not see the others
+     * in it, so it must refuse the store. */
     ("SELECT 1;"),
     /* 25: wakes leave (kind, owner, seq, id), (kind, owner, k1, seq, id) and (kind, seq, id)
      * for (owner, kind, k1, seq, id) (LEAN_KINDS); the stored rows move in this step. */
     ("UPDATE records SET ix = 64 | 4 WHERE kind = 'wake_run' AND ix <> (64 | 4);"),
 };
+
+/* The schema from which a step's messages may share a row (store/rows.c). */
+#define MEMBER_ROWS 24
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
 #define KEYS_PACKED 11
@@ -1980,6 +1985,11 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     case VG_STORE_CTRL_SCHEMA_VERSION:
         *(int *)arg = ss->schema_version;
         return VIGIL_OK;
+    case VG_STORE_CTRL_MEMBER_ROWS:
+        return ss->schema_version >= MEMBER_ROWS
+                   ? VIGIL_OK
+                   : VG_FAIL(err, VIGIL_EUNSUPPORTED, "schema %d keeps a row a message",
+                             ss->schema_version);
     case VG_STORE_CTRL_CACHE_KIB: {
         /* A cache made small to hold a process's memory down (the daemon's workers) spills a
          * transaction's changed pages at its own size too: kept past it, a worker's folded

@@ -529,6 +529,280 @@ TEST(scans_match_model)
     vg_store_close(s);
 }
 
+/* ---- a step's messages in one row ------------------------------------------------------------ */
+
+/* A step's action and toolResult messages, their ids made from the thought's (its last hex digit
+ * 1..f for 0), are kept in the thought's row (docs/internals/STORE.md, "A step's messages in one
+ * row"); every read still gives one record a message, with the body and columns written. */
+#define STEP_BODIES 64
+static char step_body[STEP_BODIES][400];
+static char step_id[STEP_BODIES][64];
+static const char *step_thread[STEP_BODIES];
+
+/* A message as src/agent/message.c writes its body (canonical: keys ascending). */
+static void step_put(struct vg_store *s, int i, const char *owner, const char *thread,
+                     const char *k2, int64_t seq, const char *prev, const char *run, unsigned flags)
+{
+    snprintf(step_body[i], sizeof step_body[i],
+             "{\"agent_id\":\"%s\",\"content\":\"c%d\",\"id\":\"%s\",\"kind\":\"%s\","
+             "\"prev_id\":%s%s%s,\"run_id\":\"%s\",\"seq\":%lld,\"thread_id\":\"%s\"}",
+             owner, i, step_id[i], k2, prev ? "\"" : "", prev ? prev : "null", prev ? "\"" : "",
+             run, (long long)seq, thread);
+    struct vg_record r = rec("message", step_id[i], owner, thread, k2, seq, step_body[i]);
+    int added = 0;
+    step_thread[i] = thread;
+    ASSERT_OK(vg_store_put(s, &r, flags, &added, E));
+    ASSERT_EQ(added, 1);
+    struct model_rec *m = &model[model_n++];
+    snprintf(m->kind, sizeof m->kind, "message");
+    snprintf(m->id, sizeof m->id, "%s", step_id[i]);
+    snprintf(m->owner, sizeof m->owner, "%s", owner);
+    snprintf(m->k1, sizeof m->k1, "%s", thread);
+    snprintf(m->k2, sizeof m->k2, "%s", k2);
+    m->seq = seq;
+}
+
+/* Two agents; agent "oa" takes turns between two threads at one message counter, so a thread's
+ * step lies apart in seq. Steps of one and two calls, a user message between (its id ends in a
+ * digit other than 0: it only looks like a member), a member that names another prev and run. */
+static int steps_fill(struct vg_store *s)
+{
+    static const char *const threads[] = {"oa:t1", "oa:t2", "ob:t1"};
+    int64_t seq[2] = {0, 0};
+    int n = 0;
+    char last[3][64] = {"", "", ""}, host[3][64];
+    model_n = 0;
+    for (int step = 0; step < 4; step++) {
+        for (int t = 0; t < 3; t++) {
+            const char *owner = t < 2 ? "oa" : "ob";
+            int o = t < 2 ? 0 : 1;
+            snprintf(step_id[n], sizeof step_id[n], "0190aaaa-0000-7000-8000-%05d%03d%03d7", step,
+                     t, n);
+            step_put(s, n, owner, threads[t], "user", ++seq[o], last[t][0] ? last[t] : NULL, "r",
+                     0);
+            snprintf(last[t], sizeof last[t], "%s", step_id[n++]);
+        }
+        for (int t = 0; t < 3; t++) { /* the thoughts, then their members, threads interleaved */
+            const char *owner = t < 2 ? "oa" : "ob";
+            int o = t < 2 ? 0 : 1;
+            snprintf(step_id[n], sizeof step_id[n], "0190aaaa-0000-7000-8000-%05d%03d%03d0", step,
+                     t, n);
+            step_put(s, n, owner, threads[t], "thought", ++seq[o], last[t], "r", 0);
+            snprintf(host[t], sizeof host[t], "%s", step_id[n]);
+            snprintf(last[t], sizeof last[t], "%s", step_id[n++]);
+        }
+        int calls = 1 + step % 2;
+        for (int k = 1; k <= 2 * calls; k++)
+            for (int t = 0; t < 3; t++) {
+                const char *owner = t < 2 ? "oa" : "ob";
+                int o = t < 2 ? 0 : 1;
+                snprintf(step_id[n], sizeof step_id[n], "%.35s%x", host[t], k);
+                const char *prev = step == 2 && t == 1 && k == 2 ? "elsewhere" : last[t];
+                step_put(s, n, owner, threads[t], k % 2 ? "action" : "toolResult", ++seq[o], prev,
+                         step == 3 && k == 1 ? "r2" : "r", 0);
+                snprintf(last[t], sizeof last[t], "%s", step_id[n++]);
+            }
+    }
+    return n;
+}
+
+static int body_cb(void *user, const struct vg_record *r)
+{
+    for (int i = 0; i < STEP_BODIES; i++)
+        if (!strcmp(step_id[i], r->id)) {
+            if (strcmp(step_body[i], r->body) != 0 || r->rev != 1 ||
+                r->at != 1700000000000 + r->seq)
+                TEST_FAIL_("message %s reads back as %s (rev %lld)", r->id, r->body,
+                           (long long)r->rev);
+            ++*(int *)user;
+            return 0;
+        }
+    TEST_FAIL_("a message nobody wrote: %s", r->id);
+    return 1;
+}
+
+static int rows_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    ++*(int *)user;
+    return 0;
+}
+
+/* Every query shape over hosts, members and plain rows: as the model says, counted alike, paged
+ * alike. */
+static void steps_queries(struct vg_store *s)
+{
+    static const char *owners[] = {NULL, "oa", "ob"};
+    static const char *k1s[] = {NULL, "oa:t1", "oa:t2"};
+    static const char *k2s[] = {NULL, "thought", "action", "toolResult", "user"};
+    static struct ids got;
+    static char want[16384], paged[16384], what[256];
+    for (int o = 0; o < 3; o++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 5; b++)
+                for (int bounds = 0; bounds < 4; bounds++)
+                    for (int desc = 0; desc < 2; desc++)
+                        for (int lim = 0; lim < 2; lim++) {
+                            struct vg_query q = {.kind = "message",
+                                                 .owner = owners[o],
+                                                 .k1 = k1s[a],
+                                                 .k2 = k2s[b],
+                                                 .descending = desc,
+                                                 .limit = lim ? 3 : 0,
+                                                 .has_seq_min = bounds & 1,
+                                                 .seq_min = 8,
+                                                 .has_seq_max = (bounds & 2) != 0,
+                                                 .seq_max = 20};
+                            describe(&q, what, sizeof what);
+                            model_query(&q, 0, want, sizeof want);
+                            scan_ids(s, &q, &got);
+                            if (strcmp(got.text, want) != 0)
+                                TEST_FAIL_("scan %s: got \"%s\", want \"%s\"", what, got.text,
+                                           want);
+                            int64_t cnt = -1;
+                            ASSERT_OK(vg_store_count(s, &q, &cnt, E));
+                            if (cnt != model_query(&q, 1, want, sizeof want))
+                                TEST_FAIL_("count %s: got %lld", what, (long long)cnt);
+                            for (int page = 1; lim && page <= 3; page++) {
+                                q.limit = 0;
+                                model_query(&q, 0, want, sizeof want);
+                                paginate(s, q, page, paged, sizeof paged);
+                                if (strcmp(paged, want) != 0)
+                                    TEST_FAIL_("pages of %d %s: got \"%s\", want \"%s\"", page,
+                                               what, paged, want);
+                            }
+                        }
+}
+
+/* The model's record id removed. */
+static void model_drop(const char *id)
+{
+    for (int i = 0; i < model_n; i++)
+        if (!strcmp(model[i].id, id)) {
+            model[i] = model[--model_n];
+            return;
+        }
+}
+
+TEST(a_steps_messages_share_a_row_and_read_one_record_each)
+{
+    struct vg_store *s = open_store(1);
+    int n = steps_fill(s), seen = 0, rows = 0;
+    struct vg_query all = {.kind = "message"};
+    ASSERT_OK(vg_store_scan(s, &all, body_cb, &seen, E));
+    ASSERT_EQ(seen, n);
+    ASSERT_OK(vg_store_scan_stored(s, &all, rows_cb, &rows, E));
+    ASSERT(rows < n - 20); /* the members were not rows of their own */
+    for (int i = 0; i < n; i++) {
+        seen = 0;
+        ASSERT_OK(vg_store_get(s, "message", step_id[i], body_cb, &seen, E));
+        ASSERT_EQ(seen, 1);
+    }
+    steps_queries(s);
+
+    /* One message an id: a member's id is taken; put if absent leaves it. */
+    struct vg_record again = rec("message", step_id[n - 1], "oa", "oa:t2", "toolResult", 99, "{}");
+    int added = 1;
+    ASSERT_CODE(VIGIL_EEXISTS, vg_store_put(s, &again, 0, NULL, NULL));
+    ASSERT_OK(vg_store_put(s, &again, VG_PUT_IF_ABSENT, &added, E));
+    ASSERT_EQ(added, 0);
+    seen = 0;
+    ASSERT_OK(vg_store_get(s, "message", step_id[n - 1], body_cb, &seen, E));
+    ASSERT_EQ(seen, 1);
+
+    /* A message of another store's (a sync's) lands inside a step's span: order holds. */
+    snprintf(step_id[n], sizeof step_id[n], "0190bbbb-0000-7000-8000-000000000001");
+    int64_t inside = 0;
+    for (int i = 0; i < model_n; i++)
+        if (!strcmp(model[i].k1, "oa:t1") && !strcmp(model[i].k2, "action"))
+            inside = model[i].seq;
+    step_put(s, n, "oa", "oa:t1", "user", inside, NULL, "r", VG_PUT_IF_ABSENT);
+    n++;
+    steps_queries(s);
+
+    /* A member and a host removed; a host updated: the others read as before. */
+    ASSERT_OK(vg_store_remove(s, "message", step_id[n - 2], E));
+    model_drop(step_id[n - 2]);
+    for (int i = 0; i < n; i++)
+        if (step_id[i][35] == '0' && !strcmp(step_thread[i], "oa:t2")) {
+            ASSERT_OK(vg_store_remove(s, "message", step_id[i], E));
+            model_drop(step_id[i]);
+            break;
+        }
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_remove(s, "message", step_id[n - 2], NULL));
+    steps_queries(s);
+    for (int i = 0; i < n; i++)
+        if (step_id[i][35] == '0' && exists(s, "message", step_id[i])) {
+            struct vg_record u = rec("message", step_id[i], "x", "", "thought", 0, "{\"u\":1}");
+            struct vg_record *g = NULL;
+            ASSERT_OK(vg_store_get_copy(s, "message", step_id[i], &g, E));
+            u.owner = g->owner, u.k1 = g->k1, u.seq = g->seq;
+            ASSERT_OK(vg_store_update(s, &u, 1, E));
+            vg_free(g);
+            ASSERT_OK(vg_store_get_copy(s, "message", step_id[i], &g, E));
+            ASSERT_STREQ(g->body, "{\"u\":1}");
+            ASSERT_EQ(g->rev, 2);
+            vg_free(g);
+            snprintf(step_body[i], sizeof step_body[i], "{\"u\":1}");
+            break;
+        }
+    steps_queries(s);
+
+    /* An agent's removal counts every message. */
+    int64_t removed = 0, want = 0;
+    for (int i = 0; i < model_n; i++)
+        want += !strcmp(model[i].owner, "ob");
+    ASSERT_OK(vg_store_remove_owner(s, "ob", &removed, E));
+    ASSERT_EQ(removed, want);
+    vg_store_close(s);
+}
+
+/* A member joins its thought's row only while that row is its thread's last: a message another
+ * connection wrote into the thread after the thought, or a thought this connection wrote in a
+ * transaction it rolled back, is seen (what the store knows of the row it wrote last does not
+ * outlive a write of a message by anyone, nor an undoing). */
+TEST(a_member_joins_its_thought_only_while_that_row_is_its_threads_last)
+{
+    struct vg_store *s = open_store(1), *w = open_store(0);
+    struct vg_query thread = {.kind = "message", .owner = "oc", .k1 = "oc:t"};
+    static struct ids got;
+    int rows = 0, seen = 0;
+    model_n = 0;
+    snprintf(step_id[0], sizeof step_id[0], "0190cccc-0000-7000-8000-000000000010");
+    snprintf(step_id[1], sizeof step_id[1], "0190cccc-0000-7000-8000-00000000003f");
+    snprintf(step_id[2], sizeof step_id[2], "0190cccc-0000-7000-8000-000000000011");
+    ASSERT_OK(vg_store_begin(s, E)); /* as the loop writes: in transactions */
+    step_put(s, 0, "oc", "oc:t", "thought", 1, NULL, "r", 0);
+    ASSERT_OK(vg_store_commit(s, E));
+    step_put(w, 1, "oc", "oc:t", "user", 2, step_id[0], "r", 0);
+    ASSERT_OK(vg_store_begin(s, E));
+    step_put(s, 2, "oc", "oc:t", "action", 3, step_id[1], "r", 0);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_scan_stored(s, &thread, rows_cb, &rows, E));
+    ASSERT_EQ(rows, 3);
+    scan_ids(s, &thread, &got);
+    char want[256];
+    snprintf(want, sizeof want, "%s,%s,%s,", step_id[0], step_id[1], step_id[2]);
+    ASSERT_STREQ(got.text, want);
+
+    /* A thought put and rolled back: its member, put next, is a row of its own. */
+    snprintf(step_id[3], sizeof step_id[3], "0190cccc-0000-7000-8000-000000000020");
+    snprintf(step_id[4], sizeof step_id[4], "0190cccc-0000-7000-8000-000000000021");
+    ASSERT_OK(vg_store_begin(s, E));
+    step_put(s, 3, "oc", "oc:t", "thought", 4, step_id[2], "r", 0);
+    ASSERT_OK(vg_store_rollback(s, E));
+    model_n--;
+    step_put(s, 4, "oc", "oc:t", "action", 5, step_id[3], "r", 0);
+    seen = 0;
+    ASSERT_OK(vg_store_scan(s, &thread, body_cb, &seen, E));
+    ASSERT_EQ(seen, 4);
+    rows = 0;
+    ASSERT_OK(vg_store_scan_stored(s, &thread, rows_cb, &rows, E));
+    ASSERT_EQ(rows, 4);
+    vg_store_close(w);
+    vg_store_close(s);
+}
+
 /* ---- cursors ------------------------------------------------------------------------------- */
 
 /* Keyset pages stay exact while another connection inserts between pages: every record that
@@ -1636,6 +1910,8 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(revision_cas);
     CASE(status_updates_find_the_row_under_its_new_keys);
     CASE(scans_match_model);
+    CASE(a_steps_messages_share_a_row_and_read_one_record_each);
+    CASE(a_member_joins_its_thought_only_while_that_row_is_its_threads_last);
     CASE(cursor_stable_under_inserts);
     CASE(nested_transactions);
     CASE(savepoints_in_every_order);
