@@ -1351,8 +1351,7 @@ static void put_call_row(struct parts *p, const struct vg_run *run, const struct
 
 static vigil_code start_call(struct vg_run *run, const char *name, const char *operation_id,
                              const char *input_json, const char *via, int keep, const char *id,
-                             char out_id[37],
-                             vigil_error *err)
+                             char out_id[37], vigil_error *err)
 {
     json_t *body = NULL;
     struct vg_buf in = {0};
