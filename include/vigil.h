@@ -142,6 +142,8 @@ typedef struct vigil_runtime vigil_runtime;
  * evaluation that lets a week of timers fire in a second (`vigil eval`'s `advance`). Timers,
  * wakes and their backoff, leases, budgets' days, reports' freshness and record times follow
  * it; model calls, MCP servers and the code sandbox keep real time for their own timeouts.
+ * The runtime calls it from the thread using the runtime only: with a clock of its own, a
+ * runtime compacts in that thread after a run instead of on a thread of its own (memory.md).
  */
 typedef struct vigil_clock {
     int64_t (*now_ms)(void *user);  /* wall time in ms since the Unix epoch; required */

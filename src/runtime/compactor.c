@@ -10,10 +10,10 @@
  * agent's lease for its transaction (chat.c, compaction_hold), so a run of the agent that
  * began meanwhile puts the job off to a later pass, and the run never waits for it.
  *
- * A store a second connection cannot open (SQLite's ":memory:") keeps the old way: the pass
- * runs in the caller's thread after its turn. Closing the runtime finishes the pass asked for
- * (vg_runtime_compact_settle), so a one-shot `vigil chat` still summarizes what its turn made
- * due, after it printed the answer.
+ * A store a second connection cannot open (SQLite's ":memory:"), or a runtime on a program's
+ * own clock, keeps the old way: the pass runs in the caller's thread after its turn. Closing the
+ * runtime finishes the pass asked for (vg_runtime_compact_settle), so a one-shot `vigil chat` still
+ * summarizes what its turn made due, after it printed the answer.
  */
 #include "base/common.h"
 
@@ -72,10 +72,13 @@ static void *compactor_main(void *arg)
     return NULL;
 }
 
-/* A second connection sees the same store: a file, or a server's. */
-static int store_shareable(const vigil_runtime *rt)
+/* A second connection sees the same store (a file, or a server's), and the time is vigil's to
+ * read from any thread: a program's own clock (vigil_runtime_options.clock, as `vigil eval`'s
+ * scenario time) was promised to the runtime's callers' thread alone, and a scenario's summaries
+ * must come at the same point of its turns each time it runs. */
+static int compactor_fits(const vigil_runtime *rt)
 {
-    return rt->store_uri && (rt->data_dir || strstr(rt->store_uri, "://"));
+    return !rt->own_clock && rt->store_uri && (rt->data_dir || strstr(rt->store_uri, "://"));
 }
 
 static struct vg_compactor *compactor_start(vigil_runtime *rt)
@@ -111,7 +114,7 @@ void vg_runtime_compact_soon(vigil_runtime *rt)
     if (!rt->memory || !rt->model ||
         (vg_memory_loop_work_waiting(rt->memory, &waiting, &ignore) == VIGIL_OK && !waiting))
         return;
-    if (!rt->compactor && store_shareable(rt))
+    if (!rt->compactor && compactor_fits(rt))
         rt->compactor = compactor_start(rt);
     struct vg_compactor *c = rt->compactor;
     if (!c) { /* no thread for it: in the caller's, after its run as before */
