@@ -24,6 +24,8 @@ static json_t *direction(const struct vg_sync_stats *s)
                      (json_int_t)s->records_changed);
 }
 
+/* vg_json_array_sort's order for a listing: strings, or objects by their name, the same on every
+ * store. */
 static int by_text(const void *a, const void *b)
 {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
@@ -31,22 +33,6 @@ static int by_text(const void *a, const void *b)
         return strcmp(json_string_value(json_object_get(x, "name")),
                       json_string_value(json_object_get(y, "name")));
     return strcmp(json_string_value(x), json_string_value(y));
-}
-
-/* a's items sorted (strings, or objects by their name), the same on every store. */
-static void sort_array(json_t *a)
-{
-    size_t n = json_array_size(a);
-    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        v[i] = json_incref(json_array_get(a, i));
-    qsort(v, n, sizeof *v, by_text);
-    json_array_clear(a);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, v[i]);
-    vg_free(v);
 }
 
 static int names_cb(void *user, const struct vg_record *r)
@@ -76,10 +62,10 @@ static vigil_code duplicate_names(struct vg_env *env, json_t **out, vigil_error 
     *out = rc ? NULL : json_array();
     json_object_foreach (by_name, name, ids)
         if (*out && json_array_size(ids) > 1) {
-            sort_array(ids);
+            (void)vg_json_array_sort(ids, by_text);
             json_array_append_new(*out, json_pack("{s:s, s:O}", "name", name, "ids", ids));
         }
-    sort_array(*out);
+    (void)vg_json_array_sort(*out, by_text);
     json_decref(by_name);
     if (!rc && !*out)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory summing up a sync");

@@ -295,27 +295,12 @@ void vg_tool_executor_set_step_hook(struct vg_tool_executor *x, vg_tool_step_fn 
     x->step_user = user;
 }
 
+/* vg_json_array_sort's order for the contracts: objects by their "name". */
 static int by_name(const void *a, const void *b)
 {
     const char *x = json_string_value(json_object_get(*(json_t *const *)a, "name"));
     const char *y = json_string_value(json_object_get(*(json_t *const *)b, "name"));
     return strcmp(x, y);
-}
-
-/* Sort an array of objects by their "name" in place. */
-static void sort_by_name(json_t *arr)
-{
-    size_t n = json_array_size(arr);
-    json_t **v = n ? vg_malloc(n * sizeof *v) : NULL;
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        v[i] = json_incref(json_array_get(arr, i));
-    qsort(v, n, sizeof *v, by_name);
-    json_array_clear(arr);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, v[i]);
-    vg_free(v);
 }
 
 vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, vigil_error *err)
@@ -329,7 +314,7 @@ vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, 
         }
     if (!a)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
-    sort_by_name(a);
+    (void)vg_json_array_sort(a, by_name);
     *out = a;
     return VIGIL_OK;
 }
@@ -466,7 +451,7 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
         json_decref(out);
         return rc;
     }
-    sort_by_name(out);
+    (void)vg_json_array_sort(out, by_name);
     *tools_for_model = out;
     return VIGIL_OK;
 }
@@ -496,7 +481,7 @@ vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *age
         json_decref(a);
         return rc;
     }
-    sort_by_name(a);
+    (void)vg_json_array_sort(a, by_name);
     *out = a;
     return VIGIL_OK;
 }
