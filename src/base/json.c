@@ -51,6 +51,16 @@ int vg_utf8_valid(const char *s)
     return 1;
 }
 
+size_t vg_utf8_cut(const char *s, size_t len, size_t max)
+{
+    size_t n = max;
+    if (len <= max)
+        return len;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) /* s[n], a continuation: split */
+        n--;
+    return n;
+}
+
 /* The end of the run from p that JSON copies as it is: no control character (NUL included),
  * no quote, no backslash, nothing past ASCII. Sixteen bytes at a time with SSE2 (every x86-64
  * has it), else eight at a time while none of them is one of those (the classic "has a byte

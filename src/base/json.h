@@ -13,6 +13,10 @@
 
 /* 1 when s (NUL-terminated) is valid UTF-8, as jansson requires of every string it makes. */
 int vg_utf8_valid(const char *s);
+/* How many of s's len bytes to keep to keep at most max: len when it fits, else max less the
+ * first bytes of a character the cut would split, so a valid text stays valid (jansson refuses
+ * a string that ends inside a character). */
+size_t vg_utf8_cut(const char *s, size_t len, size_t max);
 /* Append s as a JSON string literal (quotes included). Invalid UTF-8 becomes U+FFFD, so the
  * output always parses. NULL appends null. */
 void vg_json_put_string(struct vg_buf *b, const char *s);

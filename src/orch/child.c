@@ -519,7 +519,7 @@ static vigil_code record_end(struct vg_env *env, struct vg_wake *w, const char *
     const char *parent = json_string_value(json_object_get(rec, "parent_agent"));
     const char *text = o->text ? o->text : "";
     size_t n = strlen(text);
-    if (json_object_set_new(rec, "result", json_stringn(text, n > RESULT_MAX ? RESULT_MAX : n)) ||
+    if (json_object_set_new(rec, "result", json_stringn(text, vg_utf8_cut(text, n, RESULT_MAX))) ||
         json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a child's end");
     vigil_code rc = charge_run(env, rec, o, err);

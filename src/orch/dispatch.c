@@ -9,6 +9,7 @@
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "base/jscan.h"
+#include "base/json.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 #include "os/fiber.h"
@@ -701,12 +702,13 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
 
 /* ---- ends of runs -------------------------------------------------------------------------- */
 
-/* {"result": the run's text, at most 16,000 bytes}, or NULL (out of memory). Built without
+/* {"result": the run's text, at most VG_TASK_RESULT_MAX bytes, cut where a character ends},
+ * or NULL (out of memory). Built without
  * json_pack, whose format is parsed at every call. */
 static json_t *result_patch(const char *text)
 {
     size_t len = strlen(text);
-    json_t *p = json_object(), *r = json_stringn(text, len > 16000 ? (size_t)16000 : len);
+    json_t *p = json_object(), *r = json_stringn(text, vg_utf8_cut(text, len, VG_TASK_RESULT_MAX));
     if (!p || !r || json_object_set_new(p, "result", r)) { /* a set that fails frees r */
         json_decref(p);
         if (!p)
@@ -747,7 +749,7 @@ static int retry_patch(struct vg_env *env, json_t *p, json_t *t, const char *tex
                                json_pack("{s:I, s:I, s:I, s:s%}", "after_attempt",
                                          (json_int_t)attempt, "backoff_ms", (json_int_t)backoff,
                                          "not_before_ms", (json_int_t)(vg_env_now(env) + backoff),
-                                         "error", text, n > 500 ? (size_t)500 : n));
+                                         "error", text, vg_utf8_cut(text, n, 500)));
 }
 
 static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
@@ -778,9 +780,8 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
                  json_object_set_new(p, "triage",
                                      json_pack("{s:b, s:I, s:s%, s:s}", "pending", 1, "attempt",
                                                (json_int_t)vg_orch_jint(t, "attempts"), "error",
-                                               text,
-                                               strlen(text) > 500 ? (size_t)500 : strlen(text),
-                                               "agent", jstr(t, "agent") ? jstr(t, "agent") : "")))
+                                               text, vg_utf8_cut(text, strlen(text), 500), "agent",
+                                               jstr(t, "agent") ? jstr(t, "agent") : "")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
         else
             rc = vg_task_transition(env, id, "running", "ready", v, p, err);
@@ -883,12 +884,8 @@ static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const ch
     if (rc || !(*g)->valid || !vg_task_graph_find_run(*g, e->run_key, &i) ||
         strcmp(e->outcome->status, "completed") || e->outcome->in_doubt)
         return rc ? rc : end_one(env, task_id, e->run_key, e->outcome, err);
-    json_t *p = result_patch(text);
     vg_task_pool_charge(&(*g)->pool, jstr((*g)->node[i].body, "agent"), -1); /* wake over */
-    rc = p ? vg_task_graph_done(env, *g, i, e->run_key, p, err)
-           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
-    json_decref(p);
-    return rc;
+    return vg_task_graph_done(env, *g, i, e->run_key, text, err);
 }
 
 /* Whether the end's wake is finished in its transaction (vg_orch_outcome.job): not when an

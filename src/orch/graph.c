@@ -20,6 +20,7 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 #include "os/ids.h"
@@ -660,24 +661,6 @@ vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil
 
 /* ---- moves ---------------------------------------------------------------------------------- */
 
-vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_t i, const char *to,
-                              json_t *patch, vigil_error *err)
-{
-    struct vg_task_node *n = &g->node[i];
-    g->wrote = 1;
-    vigil_code rc = vg_task_move_quiet(env, n->body, n->version, to, patch, err);
-    if (rc) {
-        g->valid = 0; /* the body changed in memory, the store did not */
-        return rc;
-    }
-    json_object_del(n->body, "version");
-    n->version++;
-    g->pending -= !strcmp(n->status, "pending");
-    status_set(n, to);
-    g->pending += !strcmp(to, "pending");
-    return VIGIL_OK;
-}
-
 int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t *node)
 {
     json_t *v = json_object_get(g->by_run, run_key);
@@ -737,12 +720,28 @@ vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *
     return VIGIL_OK;
 }
 
+/* The result and the status are set in the node's body itself and the body written at the
+ * node's version: no patch object merged in, no "version" set on it to be taken off again. */
 vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_t i,
-                              const char *run_key, json_t *patch, vigil_error *err)
+                              const char *run_key, const char *result, vigil_error *err)
 {
-    vigil_code rc = vg_task_graph_move(env, g, i, "done", patch, err);
-    if (rc)
+    struct vg_task_node *n = &g->node[i];
+    size_t len = strlen(result);
+    json_t *text = json_stringn(result, vg_utf8_cut(result, len, VG_TASK_RESULT_MAX));
+    vigil_code rc = VIGIL_OK;
+    g->wrote = 1;
+    if (!text || json_object_set_new(n->body, "result", text) || /* a failed set frees text */
+        json_object_set_new(n->body, "status", json_string_nocheck("done")))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
+    if (!rc)
+        rc = vg_task_store_moved(env, n->body, n->version, err);
+    if (rc) {
+        g->valid = 0; /* the body changed in memory, the store did not */
         return rc;
+    }
+    n->version++;
+    g->pending -= !strcmp(n->status, "pending");
+    status_set(n, "done");
     json_object_del(g->by_run, run_key);
     g->running--;
     delta_note(g, i);

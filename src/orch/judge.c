@@ -9,6 +9,7 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "base/json.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 
@@ -119,11 +120,12 @@ static int triage_answered(json_t *triage, json_t *answer, vigil_code asked,
 {
     const char *text = json_string_value(json_object_get(answer, "text"));
     json_t *model = json_object_get(answer, "model");
-    size_t n = text ? strlen(text) : 0;
+    text = text ? text : "";
     return json_object_set_new(triage, "pending", json_false()) ||
            json_object_set_new(triage, "decision", json_string(*decision ? decision : "retry")) ||
            json_object_set(triage, "model", model ? model : json_null()) ||
-           json_object_set_new(triage, "text", json_stringn(text ? text : "", n > 500 ? 500 : n)) ||
+           json_object_set_new(triage, "text",
+                               json_stringn(text, vg_utf8_cut(text, strlen(text), 500))) ||
            (!*decision &&
             json_object_set_new(triage, "error",
                                 json_string(asked ? jerr->message

@@ -87,6 +87,11 @@ vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const ch
  * once each (vg_task_graph_seal). */
 vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, const char *to,
                               json_t *patch, vigil_error *err);
+/* Its write alone: t (with its new status set, without "version") stored at version, ECONFLICT
+ * when another writer moved it first. t is left as it is. */
+vigil_code vg_task_store_moved(struct vg_env *env, json_t *t, int64_t version, vigil_error *err);
+/* The most of a run's text a task keeps as its result, in bytes. */
+#define VG_TASK_RESULT_MAX 16000
 
 /*
  * graph.c: the open task graph kept in memory between transactions (the env's task_graph),
@@ -207,9 +212,6 @@ void vg_task_graph_drop(struct vg_env *env);
 vigil_code vg_task_graph_stamp(struct vg_env *env, int64_t *rev, int *outside, vigil_error *err);
 int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node);
 vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_error *err);
-/* Move node i (its body and version) to `to`, patch merged in; a write of the transaction. */
-vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_t i, const char *to,
-                              json_t *patch, vigil_error *err);
 /* Node i started on agent under run_key, its attempt `attempts`, picked by `selection` (its
  * wake written; the task is not: running in memory, those fields set in its body as a reader
  * derives them, the stamp moved at the seal); the node running under run_key (0: none). */
@@ -222,9 +224,10 @@ int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t 
  * is stale still answers right; a re-run's old key may be answered and is then ignored by
  * the end, which checks the task's run key. */
 void vg_task_graph_task_of_run(struct vg_env *env, const char *run_key, char task[101]);
-/* Node i's run (run_key) completed: written done with patch, what it blocks counted down, the
- * tasks that became ready queued (not written: stored pending, they are ready by derivation). */
+/* Node i's run (run_key) completed with the text result: written done with it (its first
+ * VG_TASK_RESULT_MAX bytes), what it blocks counted down, the tasks that became ready queued
+ * (not written: stored pending, they are ready by derivation). */
 vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_t i,
-                              const char *run_key, json_t *patch, vigil_error *err);
+                              const char *run_key, const char *result, vigil_error *err);
 
 #endif

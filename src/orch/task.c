@@ -495,16 +495,22 @@ vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const ch
     return rc ? rc : vg_task_graph_changed(env, err);
 }
 
+vigil_code vg_task_store_moved(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
+{
+    vigil_code rc = task_store(env, t, version, err);
+    if (rc == VIGIL_ECONFLICT)
+        return VG_FAIL(err, VIGIL_ECONFLICT, "task %s moved on (not at version %lld)",
+                       jstr(t, "id"), (long long)version);
+    return rc;
+}
+
 vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, const char *to,
                               json_t *patch, vigil_error *err)
 {
     if ((patch && json_object_update(t, patch)) ||
         json_object_set_new(t, "status", json_string(to)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a task");
-    vigil_code rc = task_store(env, t, version, err);
-    if (rc == VIGIL_ECONFLICT)
-        return VG_FAIL(err, VIGIL_ECONFLICT, "task %s moved on (not at version %lld)",
-                       jstr(t, "id"), (long long)version);
+    vigil_code rc = vg_task_store_moved(env, t, version, err);
     if (!rc)
         json_object_set_new(t, "version", json_integer(version + 1));
     return rc;

@@ -848,6 +848,64 @@ static void claim_now(struct test_rt *t, char key[65])
     vg_wake_release(&w);
 }
 
+/* A text of n bytes of 'a' with "é" (two bytes) over byte `at`: a cut there splits it. */
+static char *split_at(size_t n, size_t at)
+{
+    char *text = malloc(n + 1);
+    ASSERT(text != NULL);
+    memset(text, 'a', n);
+    text[n] = '\0';
+    memcpy(text + at - 1, "\xc3\xa9", 2);
+    return text;
+}
+
+/* A task keeps the first VG_TASK_RESULT_MAX bytes of its run's answer as its result, and a
+ * failed attempt's retry the first 500 of its error: where that cut would split a character,
+ * the task keeps the text up to it (cut byte for byte, the string was not UTF-8, jansson
+ * refused it, and the run's end failed as "out of memory": the task never finished). */
+TEST(a_tasks_result_and_a_retrys_error_are_cut_where_a_character_ends)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37], k1[65], k2[65], ka[65];
+    test_rt_open(&t, "task_long_answer");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, NULL, E));
+    run_key_of(&t, a, ka);
+    claim_now(&t, k1);
+    claim_now(&t, k2);
+    const char *kb = strcmp(k1, ka) ? k1 : k2;
+    char *answer = split_at(VG_TASK_RESULT_MAX + 100, VG_TASK_RESULT_MAX);
+    char *error = split_at(600, 500);
+    struct vg_orch_outcome ok = {.status = "completed", .text = answer};
+    struct vg_orch_outcome failed = {.status = "failed", .text = error};
+    /* b's end moves it through the dispatcher's view; a's failure goes through the store */
+    ASSERT_OK(vg_task_run_ended(t.env, NULL, kb, &ok, E));
+    ASSERT_OK(vg_task_run_ended(t.env, NULL, ka, &failed, E)); /* a retry */
+    json_t *v = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &v, NULL, E));
+    const char *kept = jstr(json_object_get(v, "retry"), "error");
+    ASSERT(kept != NULL && strlen(kept) == 499 && !strncmp(kept, error, 499));
+    json_decref(v);
+    vg_test_clock_advance(&t.clock, VG_TASK_RETRY_BASE_MS); /* its backoff, at most this */
+    claim_now(&t, k1);
+    ASSERT(k1[0] != '\0');
+    ASSERT_OK(vg_task_run_ended(t.env, NULL, k1, &ok, E));
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(vg_task_get(t.env, i ? b : a, &v, NULL, E));
+        ASSERT_STREQ(jstr(v, "status"), "done");
+        kept = jstr(v, "result");
+        ASSERT(kept != NULL && strlen(kept) == VG_TASK_RESULT_MAX - 1 &&
+               !strncmp(kept, answer, VG_TASK_RESULT_MAX - 1));
+        json_decref(v);
+    }
+    free(error);
+    free(answer);
+    test_rt_close(&t);
+}
+
 /* A failed attempt's retry waits a backoff on the clock (trial L10: three attempts used to come
  * back to back, so a model outage of a second spent them all): exponential from
  * VG_TASK_RETRY_BASE_MS, half of it jitter, capped; the task keeps it ("retry": the attempt it
@@ -1579,6 +1637,7 @@ int main(void)
     RUN(a_task_ready_by_derivation_starts_after_a_restart);
     RUN(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it);
     RUN(a_failed_tasks_retry_waits_an_exponential_backoff_on_the_clock);
+    RUN(a_tasks_result_and_a_retrys_error_are_cut_where_a_character_ends);
     RUN(a_daemon_starts_a_task_added_while_it_runs_once_the_dispatcher_was_started);
     RUN(two_daemons_looking_for_added_tasks_start_each_once);
     RUN(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt);
