@@ -510,6 +510,52 @@ TEST(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parent
     test_rt_close(&t);
 }
 
+/* A child's result is the first 16,000 bytes of its answer: where that cut would split a
+ * character, the text up to it (cut byte for byte, the string was not UTF-8, jansson refused it,
+ * and the child's end failed as "out of memory": its parent never heard of it). */
+TEST(a_childs_long_result_is_kept_cut_where_a_character_ends)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char top[37], leaf[37];
+    enum { LONG = 16100, CUT = 16000 };
+    char *answer = malloc(LONG + 1);
+    ASSERT(answer != NULL);
+    memset(answer, 'a', LONG);
+    answer[LONG] = '\0';
+    memcpy(answer + CUT - 1, "\xc3\xa9", 2); /* "é" over byte 16,000 */
+    const char *head =
+        "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+        "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"leaf\\\",\\\"goal\\\":\\\"write it all\\\"}]}\"}],"
+        "\"stop_reason\":\"tool_use\"}},"
+        "{\"response\":{\"text\":\"top waits\"}},"
+        "{\"response\":{\"text\":\"";
+    const char *tail = "\"}},{\"response\":{\"text\":\"top is done\"}}";
+    size_t n = strlen(head) + LONG + strlen(tail) + 1;
+    char *exchanges = malloc(n);
+    ASSERT(exchanges != NULL);
+    snprintf(exchanges, n, "%s%s%s", head, answer, tail);
+    cassette("orch_long_result", exchanges);
+    test_rt_open(&t, "orch_long_result");
+    make_agent(&t, "top", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", top);
+    make_agent(&t, "leaf", "{}", leaf);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, top, "Write it.");
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 3); /* top, leaf, top again with the result */
+    json_t *tree = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, top, &tree, E));
+    json_t *c = json_array_get(json_object_get(tree, "children"), 0);
+    const char *kept = json_string_value(json_object_get(c, "result"));
+    ASSERT(kept != NULL && strlen(kept) == CUT - 1 && !strncmp(kept, answer, CUT - 1));
+    json_decref(tree);
+    free(exchanges);
+    free(answer);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* top spawns mid (granted to spawn), mid spawns leaf and ends; leaf's result resumes mid's
  * own conversation, and mid's final answer from there is what top gets. */
 static const char *CHAIN =
@@ -946,6 +992,7 @@ int main(void)
     RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
     RUN(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
+    RUN(a_childs_long_result_is_kept_cut_where_a_character_ends);
     RUN(a_sub_agent_run_takes_50_steps_unless_its_definition_says_otherwise);
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
