@@ -567,6 +567,30 @@ TEST(jscan_takes_only_what_jansson_takes)
     vg_buf_release(&b);
 }
 
+/* A cut within a bound never ends inside a character: at every bound over texts of one- to
+ * four-byte characters, the kept bytes are the most that are whole characters, so jansson takes
+ * them. */
+TEST(a_utf8_cut_keeps_whole_characters_only)
+{
+    const char *text = "a\xc3\xa9z\xe2\x82\xac\xf0\x9f\x98\x80!"; /* a é z € 😀 ! */
+    static const size_t ends[] = {0, 1, 3, 4, 7, 11, 12};         /* where characters end */
+    size_t len = strlen(text);
+    ASSERT_EQ(len, 12);
+    for (size_t max = 0; max <= len + 2; max++) {
+        size_t want = 0;
+        for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+            if (ends[i] <= max)
+                want = ends[i];
+        size_t n = vg_utf8_cut(text, len, max);
+        ASSERT_EQ(n, want);
+        json_t *s = json_stringn(text, n);
+        ASSERT(s != NULL);
+        json_decref(s);
+    }
+    ASSERT_EQ(vg_utf8_cut("abc", 3, 2), 2);
+    ASSERT_EQ(vg_utf8_cut("abc", 3, 10), 3);
+}
+
 int main(void)
 {
     RUN(codes_have_text_and_statuses);
@@ -584,5 +608,6 @@ int main(void)
     RUN(canonical_text_is_known_as_such);
     RUN(json_string_writers_escape_at_every_offset);
     RUN(json_fields_match_the_canonical_writer);
+    RUN(a_utf8_cut_keeps_whole_characters_only);
     return 0;
 }
