@@ -283,6 +283,10 @@ TEST(upgrade_from_every_version)
                                    "WHERE owner = 'a' AND kind = 'message' AND k2 = "
                                    "'observation' AND ix & 128"),
                   1);
+        /* Schema 26: the meta table and its index are gone. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM sqlite_schema WHERE tbl_name = "
+                                   "'vigil_meta'"),
+                  0);
         ASSERT_EQ(sqlite_int(path, "SELECT name = 'id' FROM pragma_index_info('records_id') "
                                    "WHERE seqno = 0"),
                   1);
@@ -656,6 +660,39 @@ TEST(a_schema_23_stores_messages_keep_their_rows_and_new_steps_share_one)
     ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'message'"), 4);
 }
 
+/* A new store keeps no page for the meta table of schema 1 (nothing reads it): made and dropped
+ * on the way to the latest schema, its two pages are free, and the first rows take them rather
+ * than growing the file. */
+TEST(a_new_stores_first_rows_take_the_pages_of_the_dropped_meta_table)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/new-meta.db", dir);
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_store *s = NULL;
+    ASSERT_OK(vg_store_open(path, &o, &s, E));
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM sqlite_schema WHERE tbl_name = "
+                               "'vigil_meta'"),
+              0);
+    int pages = sqlite_int(path, "PRAGMA page_count");
+    ASSERT_EQ(sqlite_int(path, "PRAGMA freelist_count"), 2);
+    /* Three rows of 2,000 B: the table's root page splits into two leaves. */
+    char body[2100];
+    memset(body, 'x', sizeof body);
+    memcpy(body, "{\"t\":\"", 6);
+    memcpy(body + 1995, "\"}", 3);
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", i);
+        struct vg_record r = {"state", id, "a", "", "", i + 1, 0, 1000, body};
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    vg_store_close(s);
+    ASSERT_EQ(sqlite_int(path, "PRAGMA freelist_count"), 0);
+    ASSERT_EQ(sqlite_int(path, "PRAGMA page_count"), pages);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("migrations"));
@@ -664,5 +701,6 @@ int main(void)
     RUN(newer_schema_refused_untouched);
     RUN(a_schema_20_stores_ids_read_as_written_after_the_upgrade);
     RUN(a_schema_23_stores_messages_keep_their_rows_and_new_steps_share_one);
+    RUN(a_new_stores_first_rows_take_the_pages_of_the_dropped_meta_table);
     return 0;
 }

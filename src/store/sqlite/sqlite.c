@@ -492,6 +492,11 @@ static const char *const migrations[] = {
     /* 25: wakes leave (kind, owner, seq, id), (kind, owner, k1, seq, id) and (kind, seq, id)
      * for (owner, kind, k1, seq, id) (LEAN_KINDS); the stored rows move in this step. */
     ("UPDATE records SET ix = 64 | 4 WHERE kind = 'wake_run' AND ix <> (64 | 4);"),
+    /* 26: the meta table of step 1 goes. Nothing has read or written it since the schema's
+     * version and the store's mark moved to the file's header (user_version, application_id),
+     * and it and its key's index kept two pages of every store (4 KiB each, empty); a new store's
+     * first rows take them back. PostgreSQL keeps its own (pg.c). */
+    ("DROP TABLE IF EXISTS vigil_meta;"),
 };
 
 /* The schema from which a step's messages may share a row (store/rows.c). */
