@@ -138,10 +138,12 @@ enum vg_store_control_op {
      * neither file keeps a removed record's bytes; PostgreSQL: VACUUM records, which makes the
      * space reusable and lets the server drop what it no longer needs). */
     VG_STORE_CTRL_COMPACT = 15,
-    /* arg: NULL. OK when the store's schema lets a step's action and toolResult messages be kept
-     * in the row of the thought before them (store/rows.c; SQLite 24, PostgreSQL 14): a store at
-     * an older schema (a test's target_version) keeps a row a message. Fails otherwise, as for
-     * an unknown op. */
+    /* arg: NULL, or int *: OK when the store's schema lets a step's action and toolResult
+     * messages be kept in the row of the thought before them (store/rows.c; SQLite 24,
+     * PostgreSQL 14): a store at an older schema (a test's target_version) keeps a row a
+     * message. Fails otherwise, as for an unknown op. With arg, *arg is set to 1 when the schema
+     * also lets a member name a string of the member before it instead of repeating it (SQLite
+     * 26, PostgreSQL 15), 0 when not. */
     VG_STORE_CTRL_MEMBER_ROWS = 16
 };
 
@@ -315,6 +317,7 @@ struct vg_store {
     int read_batches; /* read batches open (vg_store_read_batch), for a fiber that parks */
     vg_store_write_fn write_hook; /* vg_store_set_write_hook; NULL: none */
     int member_rows; /* VG_STORE_CTRL_MEMBER_ROWS asked once: 0 not yet, 1 yes, -1 no (rows.c) */
+    int member_refs; /* and its answer: a member may name its predecessor's string (rows.c) */
     struct vg_rows_last *rows_last; /* rows.c: the message row this connection wrote last */
     void *write_hook_user;
 };

@@ -10,7 +10,10 @@
  * thought's own stored body (body.h), k the member id's digit, dseq and dat its seq and time less
  * the row's, "a" an action and "t" a toolResult, MEMBER its body as body.h stores a message's,
  * less its prev_id when that is the record before it in the row (flags bit 1) and its run_id when
- * that is the thought's (bit 2); its shapes' PREV holes stand for that prev_id. A plain row whose
+ * that is the thought's (bit 2); its shapes' PREV holes stand for that prev_id. With bit 4 the
+ * entry is [k,dseq,dat,"t",flags,[at,from,len],MEMBER]: a quoted string of the member as packed
+ * (its operation id, which the action before it holds too) is left out at byte `at` of MEMBER
+ * and read from bytes from..from+len of the member before it, as stored. A plain row whose
  * stored text begins with {"~": is stored behind {"~":[], (read back by taking that off).
  *
  * Sections: ids and the row's text; a row's records; reads; the thread's last row, as this
@@ -31,6 +34,10 @@
 #define MEMBERS_MAX 15
 #define FLAG_PREV 1
 #define FLAG_RUN 2
+#define FLAG_REF 4
+/* The least length of a string a member names in the member before it rather than repeating it:
+ * a reference costs some 12 bytes; a step's repeated ids are 22 (a UUID's) or 43 (a SHA-256's). */
+#define REF_MIN 20
 #define ID_LEN 36
 #define RUN_ID_MAX 201 /* an id of the store: at most 200 bytes */
 /* A host's least seq (an agent's messages count from 1): a read from a seq_min at or below it
@@ -45,7 +52,9 @@ int vg_rows_on(struct vg_store *s, const char *kind)
         return 0;
     if (s->member_rows == 0)
         s->member_rows =
-            s->methods->control(s, VG_STORE_CTRL_MEMBER_ROWS, NULL, NULL) == VIGIL_OK ? 1 : -1;
+            s->methods->control(s, VG_STORE_CTRL_MEMBER_ROWS, &s->member_refs, NULL) == VIGIL_OK
+                ? 1
+                : -1;
     return s->member_rows > 0;
 }
 
@@ -84,6 +93,7 @@ struct entry {
     char type;
     const char *body; /* the member's stored text, blen bytes (not terminated) */
     size_t blen;
+    int64_t ref_at, ref_from, ref_len; /* FLAG_REF: the string left out of body (0 0 0 without) */
 };
 
 struct row {
@@ -104,7 +114,23 @@ static int read_int(const char **p, int64_t *v)
     return 1;
 }
 
-/* One entry [k,dseq,dat,"a",flags,MEMBER] at *p. */
+/* A reference [at,from,len], at *p (after the flags): 0 when it does not parse. */
+static int read_ref(const char **p, struct entry *e)
+{
+    const char *q = *p;
+    char *end;
+    if (*q++ != '[' || !read_int(&q, &e->ref_at) || !read_int(&q, &e->ref_from))
+        return 0;
+    errno = 0;
+    e->ref_len = strtoll(q, &end, 10);
+    if (end == q || errno || end[0] != ']' || end[1] != ',' || e->ref_at < 1 || e->ref_from < 0 ||
+        e->ref_len < 2)
+        return 0;
+    *p = end + 2;
+    return 1;
+}
+
+/* One entry [k,dseq,dat,"a",flags,MEMBER] (or [...,flags,[at,from,len],MEMBER]) at *p. */
 static int read_entry(const char **p, const char *end, struct entry *e)
 {
     int64_t k, flags;
@@ -115,7 +141,12 @@ static int read_entry(const char **p, const char *end, struct entry *e)
         return 0;
     e->type = q[1];
     q += 4;
-    if (!read_int(&q, &flags) || k < 1 || k > MEMBERS_MAX || *q != '{')
+    e->ref_at = e->ref_from = e->ref_len = 0;
+    if (!read_int(&q, &flags) || k < 1 || k > MEMBERS_MAX)
+        return 0;
+    if ((flags & FLAG_REF) && !read_ref(&q, e))
+        return 0;
+    if (*q != '{')
         return 0;
     const char *v = vg_body_value_end(q, end);
     if (!v || v == q || *v != ']')
@@ -128,6 +159,29 @@ static int read_entry(const char **p, const char *end, struct entry *e)
     return 1;
 }
 
+/* Whether entry e's reference lies within its text and the text of the entry before it (b,
+ * NULL for the first). */
+static int ref_valid(const struct entry *e, const struct entry *b)
+{
+    if (!(e->flags & FLAG_REF))
+        return 1;
+    return b && (uint64_t)e->ref_at < e->blen && (uint64_t)e->ref_from <= b->blen &&
+           (uint64_t)e->ref_len <= b->blen - (uint64_t)e->ref_from;
+}
+
+/* Member e's text as packed: its stored text with the string it names put back (b the entry
+ * before it, checked by ref_valid). */
+static void member_text(const struct entry *e, const struct entry *b, struct vg_buf *out)
+{
+    if (!(e->flags & FLAG_REF)) {
+        vg_buf_append(out, e->body, e->blen);
+        return;
+    }
+    vg_buf_append(out, e->body, (size_t)e->ref_at);
+    vg_buf_append(out, b->body + e->ref_from, (size_t)e->ref_len);
+    vg_buf_append(out, e->body + e->ref_at, e->blen - (size_t)e->ref_at);
+}
+
 /* Parse a stored row's text: 1 (marked or not), 0 when a marked text does not parse (it is then
  * read as stored). */
 static int row_parse(const char *body, struct row *r)
@@ -137,7 +191,8 @@ static int row_parse(const char *body, struct row *r)
         return 1;
     const char *p = body + MARK_LEN, *end = body + strlen(body);
     while (*p != ']') {
-        if (r->n == MEMBERS_MAX || !read_entry(&p, end, &r->e[r->n]))
+        if (r->n == MEMBERS_MAX || !read_entry(&p, end, &r->e[r->n]) ||
+            !ref_valid(&r->e[r->n], r->n ? &r->e[r->n - 1] : NULL))
             return 0;
         r->n++;
         if (*p == ',')
@@ -183,9 +238,10 @@ static void unpack_into(const struct vg_record *stored, const char *prev, struct
         vg_buf_puts(out, stored->body);
 }
 
-/* Member e of row sr as written, its prev the record before it, run the host's run_id. */
-static void member_written(const struct vg_record *sr, const struct entry *e, const char *id,
-                           const char *prev, const char *run, struct vg_record *m,
+/* Member e of row sr as written (b the entry before it, NULL for the first), its prev the
+ * record before it, run the host's run_id. */
+static void member_written(const struct vg_record *sr, const struct entry *e, const struct entry *b,
+                           const char *id, const char *prev, const char *run, struct vg_record *m,
                            struct vg_buf *out)
 {
     struct vg_buf text, a;
@@ -197,7 +253,7 @@ static void member_written(const struct vg_record *sr, const struct entry *e, co
     m->seq = sr->seq + e->dseq;
     m->at = sr->at + e->dat;
     m->rev = 1;
-    vg_buf_append(&text, e->body, e->blen);
+    member_text(e, b, &text);
     m->body = text.data ? text.data : "";
     unpack_into(m, prev, &a);
     vg_buf_reset(&text);
@@ -235,7 +291,8 @@ static int row_records(const struct vg_record *sr, const struct row *pr, struct 
     for (int i = 0; ok && i < pr->n; i++) {
         member_id(sr->id, pr->e[i].k, rs->ids[i + 1]);
         const char *prev = i == 0 ? sr->id : rs->ids[i];
-        member_written(sr, &pr->e[i], rs->ids[i + 1], prev, run, &rs->rec[i + 1], &rs->body[i + 1]);
+        member_written(sr, &pr->e[i], i ? &pr->e[i - 1] : NULL, rs->ids[i + 1], prev, run,
+                       &rs->rec[i + 1], &rs->body[i + 1]);
         rs->rec[i + 1].body = rs->body[i + 1].data;
         ok = !rs->body[i + 1].fail;
     }
@@ -819,10 +876,78 @@ static vigil_code keep_apart(struct vg_store *s, const struct vg_record *r, int 
     return rc;
 }
 
+/* The first quoted string of packed (len bytes) of at least REF_MIN id characters (base64url or
+ * hex: no escapes) that entry b's text holds too, quotes included: 1 with its place in packed
+ * (*at, *len) and in b's text (*from). A tool result's envelope names its operation id, 43
+ * characters, which its action's metadata holds. */
+static int id_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+}
+
+static int find_ref(const char *packed, size_t len, const struct entry *b, size_t *at, size_t *from,
+                    size_t *n)
+{
+    /* String by string: only a whole string is left out, so the text left keeps its strings and
+     * brackets (read_entry finds the member's end by them). */
+    for (size_t i = 0; i < len; i++) {
+        if (packed[i] != '"')
+            continue;
+        size_t j = i + 1;
+        int plain = 1;
+        for (; j < len && packed[j] != '"'; j++) {
+            plain = plain && id_char(packed[j]);
+            if (packed[j] == '\\')
+                j++; /* an escaped character: never the string's end */
+        }
+        if (j >= len)
+            return 0;
+        const char *hit =
+            plain && j - i - 1 >= REF_MIN ? memmem(b->body, b->blen, packed + i, j - i + 1) : NULL;
+        if (hit) {
+            *at = i;
+            *from = (size_t)(hit - b->body);
+            *n = j - i + 1;
+            return 1;
+        }
+        i = j; /* past the string's closing quote */
+    }
+    return 0;
+}
+
+/* The member's text packed into out, less the string it names in entry b (when b is not NULL
+ * and one is found): its flags with FLAG_REF and the reference written first as
+ * "[at,from,len],". */
+static int member_ref(const struct vg_buf *packed, const struct entry *b, int flags,
+                      struct vg_buf *out)
+{
+    size_t at = 0, from = 0, n = 0;
+    int ref = b && packed->data && find_ref(packed->data, packed->len, b, &at, &from, &n);
+    vg_buf_put_i64(out, ref ? flags | FLAG_REF : flags);
+    vg_buf_putc(out, ',');
+    if (!ref) {
+        vg_buf_append(out, packed->data, packed->len);
+        return 0;
+    }
+    vg_buf_putc(out, '[');
+    vg_buf_put_i64(out, (long long)at);
+    vg_buf_putc(out, ',');
+    vg_buf_put_i64(out, (long long)from);
+    vg_buf_putc(out, ',');
+    vg_buf_put_i64(out, (long long)n);
+    vg_buf_puts(out, "],");
+    vg_buf_append(out, packed->data, at);
+    vg_buf_append(out, packed->data + at + n, packed->len - at - n);
+    return 1;
+}
+
 /* The member's entry [k,dseq,dat,"a",flags,MEMBER] for host row sr, prev the record before it,
- * run the host's run_id as written: 0 when r's body is not a flat object (nothing written). */
+ * run the host's run_id as written, b the row's last entry when the member may name a string of
+ * it (NULL when not): 0 when r's body is not a flat object (nothing written). */
 static int member_entry(const struct vg_record *r, const struct vg_record *sr, int k,
-                        const char *prev, const char *run, struct vg_buf *out)
+                        const char *prev, const char *run, const struct entry *b,
+                        struct vg_buf *out)
 {
     static const char *const keys[] = {"prev_id", "run_id"}; /* bits FLAG_PREV, FLAG_RUN */
     const char *vals[] = {prev, run};
@@ -840,9 +965,7 @@ static int member_entry(const struct vg_record *r, const struct vg_record *sr, i
     vg_buf_putc(out, ',');
     vg_buf_put_i64(out, (long long)(r->at - sr->at));
     vg_buf_puts(out, strcmp(r->k2, "action") ? ",\"t\"," : ",\"a\",");
-    vg_buf_put_i64(out, flags);
-    vg_buf_putc(out, ',');
-    vg_buf_append(out, packed.data, packed.len);
+    member_ref(&packed, b, flags, out);
     vg_buf_putc(out, ']');
     if (packed.fail)
         out->fail = VIGIL_ENOMEM;
@@ -899,7 +1022,8 @@ static int appended(struct vg_store *s, const struct vg_record *r, const struct 
         if (pr->n)
             vg_buf_putc(out, ',');
     }
-    if (!member_entry(r, sr, k, prev, run, out))
+    const struct entry *b = s->member_refs && pr->n ? &pr->e[pr->n - 1] : NULL;
+    if (!member_entry(r, sr, k, prev, run, b, out))
         return 0;
     vg_buf_putc(out, ']');
     const char *rest = pr->marked ? pr->rest : sr->body + 1;

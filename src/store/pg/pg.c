@@ -565,10 +565,16 @@ static const char *const migrations[] = {
      * them (SQLite's 24, store/rows.c): nothing moves, but a vigil that reads a row as one
      * message would not see the others in it, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 15: a member of a step's row may name a string of the member before it instead of
+     * repeating it (SQLite's 26, store/rows.c): nothing moves, but a vigil that knows no such
+     * member would read it as stored, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which a step's messages may share a row (store/rows.c). */
 #define MEMBER_ROWS 14
+/* The schema from which a member may name a string of the member before it (store/rows.c). */
+#define MEMBER_REFS 15
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
 
@@ -1440,6 +1446,8 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
         *(int *)arg = ps->schema_version;
         return VIGIL_OK;
     case VG_STORE_CTRL_MEMBER_ROWS:
+        if (arg)
+            *(int *)arg = ps->schema_version >= MEMBER_REFS;
         return ps->schema_version >= MEMBER_ROWS
                    ? VIGIL_OK
                    : VG_FAIL(err, VIGIL_EUNSUPPORTED, "schema %d keeps a row a message",

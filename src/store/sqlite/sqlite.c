@@ -492,7 +492,10 @@ static const char *const migrations[] = {
     /* 25: wakes leave (kind, owner, seq, id), (kind, owner, k1, seq, id) and (kind, seq, id)
      * for (owner, kind, k1, seq, id) (LEAN_KINDS); the stored rows move in this step. */
     ("UPDATE records SET ix = 64 | 4 WHERE kind = 'wake_run' AND ix <> (64 | 4);"),
-    /* 26: the meta table of step 1 goes. Nothing has read or written it since the schema's
+    /* 26: a member of a step's row may name a string of the member before it instead of
+     * repeating it (store/rows.c, MEMBER_REFS): nothing moves, but a vigil that knows no such
+     * member would read it as stored, so it must refuse the store. And the meta table of step 1
+     * goes. Nothing has read or written it since the schema's
      * version and the store's mark moved to the file's header (user_version, application_id),
      * and it and its key's index kept two pages of every store (4 KiB each, empty); a new store's
      * first rows take them back. PostgreSQL keeps its own (pg.c). */
@@ -501,6 +504,8 @@ static const char *const migrations[] = {
 
 /* The schema from which a step's messages may share a row (store/rows.c). */
 #define MEMBER_ROWS 24
+/* The schema from which a member may name a string of the member before it (store/rows.c). */
+#define MEMBER_REFS 26
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
 #define KEYS_PACKED 11
@@ -1991,6 +1996,8 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         *(int *)arg = ss->schema_version;
         return VIGIL_OK;
     case VG_STORE_CTRL_MEMBER_ROWS:
+        if (arg)
+            *(int *)arg = ss->schema_version >= MEMBER_REFS;
         return ss->schema_version >= MEMBER_ROWS
                    ? VIGIL_OK
                    : VG_FAIL(err, VIGIL_EUNSUPPORTED, "schema %d keeps a row a message",

@@ -757,6 +757,61 @@ TEST(a_steps_messages_share_a_row_and_read_one_record_each)
     vg_store_close(s);
 }
 
+static int stored_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, 4096, "%s", r->body);
+    return 0;
+}
+
+/* The times a string occurs in text. */
+static int occurrences(const char *text, const char *s)
+{
+    int n = 0;
+    for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+        n++;
+    return n;
+}
+
+/* A tool result's envelope names the operation id its action holds: the row keeps the id once,
+ * the result naming it in its action's text (rows.c, FLAG_REF), and both read back as written.
+ * A string with escapes, or one that only holds the id, is kept as it is. */
+TEST(a_result_keeps_once_the_string_its_action_holds_and_reads_back_as_written)
+{
+    struct vg_store *s = open_store(1);
+    static const char op[] = "\"RGuvZ2-Cy6IlVPh9DNP19zZbPjguR4uQLk2a1myW93o\"";
+    const char *ids[] = {"0190dddd-0000-7000-8000-000000000010",
+                         "0190dddd-0000-7000-8000-000000000011",
+                         "0190dddd-0000-7000-8000-000000000012"};
+    const char *k2s[] = {"thought", "action", "toolResult"};
+    static char bodies[3][512], stored[4096];
+    for (int i = 0; i < 3; i++) {
+        snprintf(bodies[i], sizeof bodies[i],
+                 "{\"agent_id\":\"od\",\"content\":\"c%d\",\"id\":\"%s\",\"kind\":\"%s\","
+                 "\"note\":\"a \\\"%.43s\\\" b\",\"op\":%s,\"prev_id\":%s%s%s,\"run_id\":\"r\","
+                 "\"seq\":%d,\"thread_id\":\"od:t\"}",
+                 i, ids[i], k2s[i], op + 1, i ? op : "\"short\"", i ? "\"" : "",
+                 i ? ids[i - 1] : "null", i ? "\"" : "", i + 1);
+        struct vg_record r = rec("message", ids[i], "od", "od:t", k2s[i], i + 1, bodies[i]);
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    }
+    struct vg_query thread = {.kind = "message", .owner = "od", .k1 = "od:t"};
+    ASSERT_OK(vg_store_scan_stored(s, &thread, stored_cb, stored, E));
+    ASSERT_EQ(occurrences(stored, op), 1);           /* the action's; the result names it */
+    ASSERT_EQ(occurrences(stored, ",\"t\",7,["), 1); /* bit 4 and its reference */
+    for (int i = 0; i < 3; i++) {
+        struct vg_record *g = NULL;
+        ASSERT_OK(vg_store_get_copy(s, "message", ids[i], &g, E));
+        ASSERT_STREQ(g->body, bodies[i]);
+        vg_free(g);
+    }
+    static struct ids got;
+    scan_ids(s, &thread, &got);
+    char want[256];
+    snprintf(want, sizeof want, "%s,%s,%s,", ids[0], ids[1], ids[2]);
+    ASSERT_STREQ(got.text, want);
+    vg_store_close(s);
+}
+
 /* A member joins its thought's row only while that row is its thread's last: a message another
  * connection wrote into the thread after the thought, or a thought this connection wrote in a
  * transaction it rolled back, is seen (what the store knows of the row it wrote last does not
@@ -1912,6 +1967,7 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(scans_match_model);
     CASE(a_steps_messages_share_a_row_and_read_one_record_each);
     CASE(a_member_joins_its_thought_only_while_that_row_is_its_threads_last);
+    CASE(a_result_keeps_once_the_string_its_action_holds_and_reads_back_as_written);
     CASE(cursor_stable_under_inserts);
     CASE(nested_transactions);
     CASE(savepoints_in_every_order);
