@@ -347,6 +347,10 @@ void vg_env_release(struct vg_env *env)
         env->spawn_agents_free(env->spawn_agents);
     env->spawn_agents = NULL;
     env->spawn_agents_free = NULL;
+    if (env->lease_epochs_free)
+        env->lease_epochs_free(env->lease_epochs);
+    env->lease_epochs = NULL;
+    env->lease_epochs_free = NULL;
     if (env->task_ends_free)
         env->task_ends_free(env->task_ends);
     env->task_ends = NULL;

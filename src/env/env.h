@@ -69,6 +69,11 @@ struct vg_env {
     void *spawn_agents;
     void (*spawn_agents_free)(void *agents);
     struct vg_store_change_mark spawn_agents_mark;
+    /* The lease epochs the fence checks of runs found lately, per agent (src/wake/queue.c),
+     * with the store's change mark of agent_lease records they were read under: a run's phases
+     * check its lease without reading it again while that mark holds. */
+    void *lease_epochs;
+    void (*lease_epochs_free)(void *epochs);
     /* The ends of task runs gathered from the fibers of this env's thread, recorded together
      * (src/orch/dispatch.c, vg_task_run_ended), the same way. */
     void *task_ends;
