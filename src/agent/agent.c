@@ -350,30 +350,122 @@ static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
     return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
 }
 
+/* agent_id's slot of the kept agents: the one holding it, or the one it would take (of four
+ * places the id hashes to, a free one or the one read longest ago). Four, not two: a hundred
+ * agents in 128 slots with two places each still pushed one another out. */
+static struct vg_env_kept_agent *kept_slot(struct vg_env *env, const char *agent_id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)agent_id; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    struct vg_env_kept_agent *take = NULL;
+    for (int i = 0; i < 4; i++, h /= VG_ENV_KEPT_AGENTS) {
+        struct vg_env_kept_agent *k = &env->kept_agents[h % VG_ENV_KEPT_AGENTS];
+        if (k->value && !strcmp(k->id, agent_id))
+            return k;
+        if (!take || (take->value && (!k->value || k->used < take->used)))
+            take = k;
+    }
+    return take;
+}
+
+static uint64_t text_hash(const char *p, size_t *len)
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *q = p;
+    for (; *q; q++)
+        h = (h ^ (unsigned char)*q) * 1099511628211ull;
+    *len = (size_t)(q - p);
+    return h;
+}
+
+/* One read of an agent record for the keep: its revision and text's hash, and its body parsed
+ * unless it is the one the slot already holds. */
+struct kept_read {
+    struct vg_env *env;
+    const struct vg_env_kept_agent *slot; /* the slot's value, when it is agent_id's */
+    int64_t rev;
+    size_t len;
+    uint64_t hash;
+    int same;      /* the record is the slot's value */
+    json_t *value; /* else its body parsed (shared) */
+    vigil_code rc; /* of the parse */
+};
+
+static int kept_read_cb(void *user, const struct vg_record *r)
+{
+    struct kept_read *k = user;
+    k->rev = r->rev;
+    k->hash = text_hash(r->body, &k->len);
+    k->same =
+        k->slot && k->slot->rev == r->rev && k->slot->len == k->len && k->slot->hash == k->hash;
+    if (!k->same)
+        k->rc = vg_env_parse_json_shared(k->env, r->body, &k->value);
+    return 1;
+}
+
+/* Read agent_id's record into slot k (whose value, if it is agent_id's, the mark no longer
+ * vouches for): the same revision and text keep the slot's value under the new mark, with no
+ * parse; the run holding that value (the loop's agent) and the slot then share one tree. */
+static vigil_code kept_refresh(struct vg_env *env, const char *agent_id,
+                               struct vg_env_kept_agent *k, json_t **out, vigil_error *err)
+{
+    struct vg_store_change_mark before, after;
+    struct kept_read r = {.env = env, .slot = k->value && !strcmp(k->id, agent_id) ? k : NULL};
+    int marked = agent_mark(env, &before);
+    vigil_code rc = vg_store_get(env->store, "agent", agent_id, kept_read_cb, &r, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    if (rc || (rc = r.rc))
+        return rc == VIGIL_EPARSE ? VG_FAIL(err, rc, "agent \"%s\" is not JSON", agent_id) : rc;
+    if (!r.same && needs_upgrade(r.value)) { /* an old record: read privately, upgraded */
+        json_decref(r.value);
+        r.value = NULL;
+        if ((rc = agent_get(env, agent_id, &r.value, NULL, 1, err)))
+            return rc;
+    }
+    if (!r.same) {
+        json_decref(k->value);
+        k->value = r.value;
+        k->rev = r.rev;
+        k->len = r.len;
+        k->hash = r.hash;
+        snprintf(k->id, sizeof k->id, "%s", agent_id);
+    }
+    *out = json_incref(k->value);
+    k->used = ++env->kept_agents_tick;
+    /* Kept under the mark the read saw: taken before it and still the same after. */
+    if (!marked || !agent_mark(env, &after) || before.foreign != after.foreign ||
+        before.own != after.own)
+        memset(&k->mark, 0xff, sizeof k->mark); /* no mark matches: read again next time */
+    else
+        k->mark = after;
+    return VIGIL_OK;
+}
+
 /* A step reads its agent's record four times (the loop's budget gate, its visible tools, its
- * memory, the tool gate), each a record-cache hit and a memo lookup of its whole text: the
- * value read last is served again while no agent record may have changed since
- * (docs/internals/PERF.md, Session 26). */
+ * memory, the tool gate): the value read before is served again while no agent record may have
+ * changed since (docs/internals/PERF.md, Session 26), for each of the last agents read: with
+ * agents taking turns in one thread (vigil_chat_many, a daemon's loop thread), one kept agent
+ * was another's at nearly every read (Session 39). When the mark moved (another agent written),
+ * the record's revision and text tell whether the kept value still stands (Session 40). */
 vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t **out,
                                vigil_error *err)
 {
     struct vg_store_change_mark mark;
-    if (env->kept_agent && agent_id && !strcmp(env->kept_agent_id, agent_id) &&
-        agent_mark(env, &mark) && mark.foreign == env->kept_agent_mark.foreign &&
-        mark.own == env->kept_agent_mark.own) {
-        *out = json_incref(env->kept_agent);
+    int keep = agent_id && *agent_id && strlen(agent_id) < sizeof env->kept_agents->id &&
+               (env->kept_agents ||
+                (env->kept_agents = vg_calloc(VG_ENV_KEPT_AGENTS, sizeof *env->kept_agents)));
+    if (!keep)
+        return agent_get(env, agent_id, out, NULL, 1, err);
+    struct vg_env_kept_agent *k = kept_slot(env, agent_id);
+    if (k->value && !strcmp(k->id, agent_id) && agent_mark(env, &mark) &&
+        mark.foreign == k->mark.foreign && mark.own == k->mark.own) {
+        k->used = ++env->kept_agents_tick;
+        *out = json_incref(k->value);
         return VIGIL_OK;
     }
-    vigil_code rc = agent_get(env, agent_id, out, NULL, 1, err);
-    json_decref(env->kept_agent);
-    env->kept_agent = NULL;
-    /* The mark after the read: its snapshot is taken now, and is the one the read saw. */
-    if (!rc && strlen(agent_id) < sizeof env->kept_agent_id &&
-        agent_mark(env, &env->kept_agent_mark)) {
-        env->kept_agent = json_incref(*out);
-        snprintf(env->kept_agent_id, sizeof env->kept_agent_id, "%s", agent_id);
-    }
-    return rc;
+    return kept_refresh(env, agent_id, k, out, err);
 }
 
 struct lifecycle_ctx {

@@ -368,8 +368,10 @@ void vg_env_release(struct vg_env *env)
     env->compact_tallies = NULL;
     env->compact_tallies_free = NULL;
     env->compact_tallies_note = NULL;
-    json_decref(env->kept_agent);
-    env->kept_agent = NULL;
+    for (unsigned i = 0; env->kept_agents && i < VG_ENV_KEPT_AGENTS; i++)
+        json_decref(env->kept_agents[i].value);
+    vg_free(env->kept_agents);
+    env->kept_agents = NULL;
     json_decref(env->kept_cursors);
     env->kept_cursors = NULL;
     for (unsigned i = 0; i < VG_ENV_KEPT_READS; i++)
