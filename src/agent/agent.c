@@ -166,14 +166,180 @@ static int name_one(void *user, const struct vg_record *r)
     return ns->found[0] != '\0';
 }
 
+/* The store's mark of agent records now, or 0 when it cannot say (VG_STORE_CTRL_CHANGE_MARK). */
+static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "agent";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+/* The live agents' names (env->agent_names), each with its agent's id, under the store's change
+ * mark of agent records they were gathered under. Each create checked its name against every
+ * live agent, a scan of them all: a hundred agents created by one process scanned 5,050 records
+ * (27 M instructions of bench_peer's 100 x 5, docs/internals/PERF.md, Session 40). A process's
+ * first create scans as before (a one-shot `vigil agent create` gathers nothing it would not
+ * use); its second gathers every live name in its scan; later ones look the name up while the
+ * mark holds, and each create adds its own name (agent_names_created). */
+struct agent_name {
+    char id[37];
+    char *name;
+};
+
+struct agent_names {
+    struct vg_store_change_mark mark;
+    int valid;   /* the names below are every live agent's under mark */
+    int creates; /* this env's creates so far */
+    int failed;  /* out of memory gathering: not valid */
+    size_t n, cap;
+    struct agent_name *v;
+};
+
+static void names_clear(struct agent_names *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        vg_free(ns->v[i].name);
+    ns->n = 0;
+    ns->valid = ns->failed = 0;
+}
+
+static void names_free(void *p)
+{
+    struct agent_names *ns = p;
+    if (!ns)
+        return;
+    names_clear(ns);
+    vg_free(ns->v);
+    vg_free(ns);
+}
+
+static struct agent_names *names_of(struct vg_env *env)
+{
+    if (!env->agent_names && (env->agent_names = vg_calloc(1, sizeof(struct agent_names))))
+        env->agent_names_free = names_free;
+    return env->agent_names;
+}
+
+static void names_add(struct agent_names *ns, const char *id, const char *name)
+{
+    if (ns->failed || strlen(id) >= sizeof ns->v->id) {
+        ns->failed = 1;
+        return;
+    }
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 64;
+        struct agent_name *v = vg_realloc(ns->v, cap * sizeof *v);
+        if (!v) {
+            ns->failed = 1;
+            return;
+        }
+        ns->v = v;
+        ns->cap = cap;
+    }
+    if (!(ns->v[ns->n].name = vg_strdup(name))) {
+        ns->failed = 1;
+        return;
+    }
+    snprintf(ns->v[ns->n++].id, sizeof ns->v->id, "%s", id);
+}
+
+/* Whether the names are every live agent's now. */
+static int names_current(struct vg_env *env)
+{
+    struct agent_names *ns = env->agent_names;
+    struct vg_store_change_mark now;
+    return ns && ns->valid && agent_mark(env, &now) && now.foreign == ns->mark.foreign &&
+           now.own == ns->mark.own;
+}
+
+/* An agent record's name and lifecycle, read with the scanner into b (no tree): 0, or -1 when it
+ * declines (an escaped key, a name that is not a string), and the caller parses. */
+static int name_scan(const char *body, struct vg_buf *b, size_t *name_at, size_t *lc_at)
+{
+    struct vg_jscan s;
+    const char *key;
+    size_t len;
+    int r;
+    *name_at = *lc_at = (size_t)-1;
+    vg_jscan_init(&s, body, strlen(body));
+    if (vg_jscan_enter(&s, '{') < 0)
+        return -1;
+    while ((r = vg_jscan_next(&s, &key, &len)) == 1)
+        if (vg_jscan_key_is(key, len, "name")        ? vg_jscan_string(&s, b, name_at) < 0
+            : vg_jscan_key_is(key, len, "lifecycle") ? vg_jscan_string(&s, b, lc_at) < 0
+                                                     : vg_jscan_skip_span(&s) < 0)
+            return -1;
+    return r;
+}
+
+/* Every live agent's name gathered while looking for ns->name (the second create's scan). */
+static int name_gather(void *user, const struct vg_record *r)
+{
+    struct name_search *ns = user;
+    struct agent_names *all = ns->env->agent_names;
+    struct vg_buf b;
+    size_t na, la;
+    json_t *agent = NULL;
+    const char *n = NULL, *lc = NULL;
+    if (!strcmp(r->k1, "destroyed"))
+        return 0;
+    vg_buf_init(&b, 0);
+    if (name_scan(r->body, &b, &na, &la) == 0 && !b.fail) {
+        n = na == (size_t)-1 ? NULL : b.data + na;
+        lc = la == (size_t)-1 ? NULL : b.data + la;
+    } else if ((ns->failure = vg_env_parse_json_shared(ns->env, r->body, &agent))) {
+        vg_buf_release(&b);
+        return 1;
+    } else {
+        n = json_string_value(json_object_get(agent, "name"));
+        lc = json_string_value(json_object_get(agent, "lifecycle"));
+    }
+    if (n && !(lc && !strcmp(lc, "destroyed"))) {
+        names_add(all, r->id, n);
+        if (!ns->found[0] && !strcmp(n, ns->name) && !(ns->except && !strcmp(r->id, ns->except)))
+            snprintf(ns->found, 37, "%s", r->id);
+    }
+    json_decref(agent);
+    vg_buf_release(&b);
+    return 0;
+}
+
+/* The second create's scan: every live name gathered, kept under the mark the scan saw. */
+static vigil_code names_gather(struct vg_env *env, struct name_search *ns, vigil_error *err)
+{
+    struct agent_names *all = env->agent_names;
+    struct vg_store_change_mark before, after;
+    struct vg_query q = {.kind = "agent"};
+    names_clear(all);
+    int marked = agent_mark(env, &before);
+    vigil_code rc = vg_store_scan(env->store, &q, name_gather, ns, err);
+    if (!rc && !ns->failure && !all->failed && marked && agent_mark(env, &after) &&
+        before.foreign == after.foreign && before.own == after.own) {
+        all->mark = after;
+        all->valid = 1;
+    } else {
+        names_clear(all);
+    }
+    return rc;
+}
+
 vigil_code vg_agent_name_holder(struct vg_env *env, const char *name, const char *except,
                                 char found[37], vigil_error *err)
 {
     struct name_search ns = {
         .env = env, .name = name, .except = except, .found = found, .plain = name_is_plain(name)};
     struct vg_query q = {.kind = "agent"};
+    struct agent_names *all = env->agent_names;
     found[0] = '\0';
-    vigil_code rc = vg_store_scan(env->store, &q, name_one, &ns, err);
+    vigil_code rc;
+    if (names_current(env)) {
+        for (size_t i = 0; i < all->n && !found[0]; i++)
+            if (!strcmp(all->v[i].name, name) && !(except && !strcmp(all->v[i].id, except)))
+                snprintf(found, 37, "%s", all->v[i].id);
+        return VIGIL_OK;
+    }
+    rc = all && all->creates > 0 ? names_gather(env, &ns, err)
+                                 : vg_store_scan(env->store, &q, name_one, &ns, err);
     if (!rc && ns.failure)
         rc = VG_FAIL(err, ns.failure, "reading the agents' names: %s",
                      ns.failure == VIGIL_ENOMEM ? "out of memory" : "an agent record is not JSON");
@@ -192,7 +358,26 @@ static vigil_code name_free(struct vg_env *env, const char *name, vigil_error *e
         rc = vg_agent_name_holder(env, name, NULL, found, err);
     if (!rc && found[0])
         rc = VG_FAIL(err, VIGIL_EEXISTS, "an agent named \"%s\" already exists (%s)", name, found);
+    struct agent_names *all = names_of(env);
+    if (all)
+        all->creates++;
     return rc;
+}
+
+/* After the create's write of its agent record, when the names were current just before it:
+ * inside the transaction the mark moves with this connection's own writes only (and again at
+ * any undoing), so the names with this one added are every live agent's under the mark now. */
+static void agent_names_created(struct vg_env *env, int current, const char *id, const char *name)
+{
+    struct agent_names *all = env->agent_names;
+    struct vg_store_change_mark now;
+    if (!current || !all)
+        return;
+    names_add(all, id, name);
+    if (all->failed || !agent_mark(env, &now))
+        names_clear(all);
+    else
+        all->mark = now;
 }
 
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
@@ -248,8 +433,11 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
     rc = name_free(env, spec->name, err);
+    int names = !rc && vg_store_in_tx(env->store) && names_current(env);
     if (!rc)
         rc = vg_env_put_json(env, "agent", id, id, "created", kind, now, agent, 0, err);
+    if (!rc)
+        agent_names_created(env, names, id, spec->name);
     if (!rc)
         rc = vg_env_put_json(env, "agent_state", state_id, id, "", "", 0, state, 0, err);
     if (!rc)
@@ -340,14 +528,6 @@ vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, 
                         vigil_error *err)
 {
     return agent_get(env, agent_id, out, rev, 0, err);
-}
-
-/* The store's mark of agent records now, or 0 when it cannot say (VG_STORE_CTRL_CHANGE_MARK). */
-static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
-{
-    vigil_error ignored = {0};
-    mark->kind = "agent";
-    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
 }
 
 /* agent_id's slot of the kept agents: the one holding it, or the one it would take (of four

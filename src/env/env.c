@@ -347,6 +347,10 @@ void vg_env_release(struct vg_env *env)
         env->spawn_agents_free(env->spawn_agents);
     env->spawn_agents = NULL;
     env->spawn_agents_free = NULL;
+    if (env->agent_names_free)
+        env->agent_names_free(env->agent_names);
+    env->agent_names = NULL;
+    env->agent_names_free = NULL;
     if (env->lease_epochs_free)
         env->lease_epochs_free(env->lease_epochs);
     env->lease_epochs = NULL;

@@ -71,6 +71,11 @@ struct vg_env {
     void *spawn_agents;
     void (*spawn_agents_free)(void *agents);
     struct vg_store_change_mark spawn_agents_mark;
+    /* The live agents' names as a create's check found them (src/agent/agent.c), the same
+     * way, with the store's change mark of agent records they were read under: the next create
+     * checks its name against them instead of reading every agent again. */
+    void *agent_names;
+    void (*agent_names_free)(void *names);
     /* The lease epochs the fence checks of runs found lately, per agent (src/wake/queue.c),
      * with the store's change mark of agent_lease records they were read under: a run's phases
      * check its lease without reading it again while that mark holds. */

@@ -1539,6 +1539,55 @@ TEST(a_live_agents_name_is_taken_whatever_its_characters)
     test_rt_close(&t);
 }
 
+/* The agent scans a create of name made (through the counting store). */
+static long create_scans(struct test_rt *t, struct vg_store *counting, const char *name,
+                         vigil_code want, char id[37])
+{
+    vigil_agent_spec spec = {.name = name, .prompt = "watch"};
+    vigil_error err = {0};
+    vg_store_fault_watch(counting, "agent");
+    ASSERT_CODE(want, vigil_agent_create(t->rt, &spec, id, &err));
+    return vg_store_fault_scans(counting);
+}
+
+/* A process creating many agents (an app starting its agents, `vigil apply` of many manifests,
+ * bench_peer's hundred) checks each new name against the live names it gathered instead of
+ * reading every agent again: after its second create, creates scan no agent. A name another
+ * connection took, one a destroy freed and one a rename took are still seen. */
+TEST(creates_check_their_names_without_reading_every_agent)
+{
+    struct test_rt t;
+    char id[37], n3[37], n4[37], name[32];
+    test_rt_open(&t, "agent_names_kept");
+    struct vg_store *counting = NULL; /* closed with the runtime, and the store it wraps */
+    ASSERT_OK(vg_store_fault_wrap(t.env->store, &counting, E));
+    t.env->store = counting;
+    long kept = getenv("VIGIL_TEST_RT_PG") ? 1 : 0; /* PostgreSQL keeps no change marks */
+    ASSERT_EQ(create_scans(&t, counting, "n0", VIGIL_OK, id), 1);
+    ASSERT_EQ(create_scans(&t, counting, "n1", VIGIL_OK, id), 1);
+    for (int i = 2; i < 8; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        ASSERT_EQ(create_scans(&t, counting, name, VIGIL_OK, i == 3 ? n3 : i == 4 ? n4 : id), kept);
+    }
+    ASSERT_EQ(create_scans(&t, counting, "n5", VIGIL_EEXISTS, id), kept);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    vigil_agent_spec theirs = {.name = "theirs"};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_agent_create(other, &theirs, id, E));
+    vigil_runtime_close(other);
+    ASSERT_EQ(create_scans(&t, counting, "theirs", VIGIL_EEXISTS, id), 1);
+    ASSERT_OK(vg_agent_transition(t.env, n3, VIGIL_LIFECYCLE_DESTROYED, "test", E));
+    create_scans(&t, counting, "n3", VIGIL_OK, id);
+    json_t *renamed = json_pack("{s:s}", "name", "renamed");
+    ASSERT_OK(vg_agent_update(t.env, n4, renamed, E));
+    json_decref(renamed);
+    create_scans(&t, counting, "renamed", VIGIL_EEXISTS, id);
+    create_scans(&t, counting, "n4", VIGIL_OK, id);
+    ASSERT_EQ(create_scans(&t, counting, "n8", VIGIL_OK, id), kept);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
@@ -1568,6 +1617,7 @@ int main(void)
     RUN(agents_taking_turns_each_keep_their_record);
     RUN(an_unchanged_agent_keeps_its_tree_when_another_is_written);
     RUN(a_live_agents_name_is_taken_whatever_its_characters);
+    RUN(creates_check_their_names_without_reading_every_agent);
     RUN(a_kept_journal_record_leaves_its_time_and_prev_to_the_message);
     return 0;
 }
