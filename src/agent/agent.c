@@ -338,8 +338,11 @@ vigil_code vg_agent_name_holder(struct vg_env *env, const char *name, const char
                 snprintf(found, 37, "%s", all->v[i].id);
         return VIGIL_OK;
     }
-    rc = all && all->creates > 0 ? names_gather(env, &ns, err)
-                                 : vg_store_scan(env->store, &q, name_one, &ns, err);
+    /* Gathered only where marks can keep them (not on PostgreSQL): else the filtered scan. */
+    struct vg_store_change_mark now;
+    rc = all && all->creates > 0 && agent_mark(env, &now)
+             ? names_gather(env, &ns, err)
+             : vg_store_scan(env->store, &q, name_one, &ns, err);
     if (!rc && ns.failure)
         rc = VG_FAIL(err, ns.failure, "reading the agents' names: %s",
                      ns.failure == VIGIL_ENOMEM ? "out of memory" : "an agent record is not JSON");
