@@ -166,14 +166,183 @@ static int name_one(void *user, const struct vg_record *r)
     return ns->found[0] != '\0';
 }
 
+/* The store's mark of agent records now, or 0 when it cannot say (VG_STORE_CTRL_CHANGE_MARK). */
+static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "agent";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+/* The live agents' names (env->agent_names), each with its agent's id, under the store's change
+ * mark of agent records they were gathered under. Each create checked its name against every
+ * live agent, a scan of them all: a hundred agents created by one process scanned 5,050 records
+ * (27 M instructions of bench_peer's 100 x 5, docs/internals/PERF.md, Session 40). A process's
+ * first create scans as before (a one-shot `vigil agent create` gathers nothing it would not
+ * use); its second gathers every live name in its scan; later ones look the name up while the
+ * mark holds, and each create adds its own name (agent_names_created). */
+struct agent_name {
+    char id[37];
+    char *name;
+};
+
+struct agent_names {
+    struct vg_store_change_mark mark;
+    int valid;   /* the names below are every live agent's under mark */
+    int creates; /* this env's creates so far */
+    int failed;  /* out of memory gathering: not valid */
+    size_t n, cap;
+    struct agent_name *v;
+};
+
+static void names_clear(struct agent_names *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        vg_free(ns->v[i].name);
+    ns->n = 0;
+    ns->valid = ns->failed = 0;
+}
+
+static void names_free(void *p)
+{
+    struct agent_names *ns = p;
+    if (!ns)
+        return;
+    names_clear(ns);
+    vg_free(ns->v);
+    vg_free(ns);
+}
+
+static struct agent_names *names_of(struct vg_env *env)
+{
+    if (!env->agent_names && (env->agent_names = vg_calloc(1, sizeof(struct agent_names))))
+        env->agent_names_free = names_free;
+    return env->agent_names;
+}
+
+static void names_add(struct agent_names *ns, const char *id, const char *name)
+{
+    if (ns->failed || strlen(id) >= sizeof ns->v->id) {
+        ns->failed = 1;
+        return;
+    }
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 64;
+        struct agent_name *v = vg_realloc(ns->v, cap * sizeof *v);
+        if (!v) {
+            ns->failed = 1;
+            return;
+        }
+        ns->v = v;
+        ns->cap = cap;
+    }
+    if (!(ns->v[ns->n].name = vg_strdup(name))) {
+        ns->failed = 1;
+        return;
+    }
+    snprintf(ns->v[ns->n++].id, sizeof ns->v->id, "%s", id);
+}
+
+/* Whether the names are every live agent's now. */
+static int names_current(struct vg_env *env)
+{
+    struct agent_names *ns = env->agent_names;
+    struct vg_store_change_mark now;
+    return ns && ns->valid && agent_mark(env, &now) && now.foreign == ns->mark.foreign &&
+           now.own == ns->mark.own;
+}
+
+/* An agent record's name and lifecycle, read with the scanner into b (no tree): 0, or -1 when it
+ * declines (an escaped key, a name that is not a string), and the caller parses. */
+static int name_scan(const char *body, struct vg_buf *b, size_t *name_at, size_t *lc_at)
+{
+    struct vg_jscan s;
+    const char *key;
+    size_t len;
+    int r;
+    *name_at = *lc_at = (size_t)-1;
+    vg_jscan_init(&s, body, strlen(body));
+    if (vg_jscan_enter(&s, '{') < 0)
+        return -1;
+    while ((r = vg_jscan_next(&s, &key, &len)) == 1)
+        if (vg_jscan_key_is(key, len, "name")        ? vg_jscan_string(&s, b, name_at) < 0
+            : vg_jscan_key_is(key, len, "lifecycle") ? vg_jscan_string(&s, b, lc_at) < 0
+                                                     : vg_jscan_skip_span(&s) < 0)
+            return -1;
+    return r;
+}
+
+/* Every live agent's name gathered while looking for ns->name (the second create's scan). */
+static int name_gather(void *user, const struct vg_record *r)
+{
+    struct name_search *ns = user;
+    struct agent_names *all = ns->env->agent_names;
+    struct vg_buf b;
+    size_t na, la;
+    json_t *agent = NULL;
+    const char *n = NULL, *lc = NULL;
+    if (!strcmp(r->k1, "destroyed"))
+        return 0;
+    vg_buf_init(&b, 0);
+    if (name_scan(r->body, &b, &na, &la) == 0 && !b.fail) {
+        n = na == (size_t)-1 ? NULL : b.data + na;
+        lc = la == (size_t)-1 ? NULL : b.data + la;
+    } else if ((ns->failure = vg_env_parse_json_shared(ns->env, r->body, &agent))) {
+        vg_buf_release(&b);
+        return 1;
+    } else {
+        n = json_string_value(json_object_get(agent, "name"));
+        lc = json_string_value(json_object_get(agent, "lifecycle"));
+    }
+    if (n && !(lc && !strcmp(lc, "destroyed"))) {
+        names_add(all, r->id, n);
+        if (!ns->found[0] && !strcmp(n, ns->name) && !(ns->except && !strcmp(r->id, ns->except)))
+            snprintf(ns->found, 37, "%s", r->id);
+    }
+    json_decref(agent);
+    vg_buf_release(&b);
+    return 0;
+}
+
+/* The second create's scan: every live name gathered, kept under the mark the scan saw. */
+static vigil_code names_gather(struct vg_env *env, struct name_search *ns, vigil_error *err)
+{
+    struct agent_names *all = env->agent_names;
+    struct vg_store_change_mark before, after;
+    struct vg_query q = {.kind = "agent"};
+    names_clear(all);
+    int marked = agent_mark(env, &before);
+    vigil_code rc = vg_store_scan(env->store, &q, name_gather, ns, err);
+    if (!rc && !ns->failure && !all->failed && marked && agent_mark(env, &after) &&
+        before.foreign == after.foreign && before.own == after.own) {
+        all->mark = after;
+        all->valid = 1;
+    } else {
+        names_clear(all);
+    }
+    return rc;
+}
+
 vigil_code vg_agent_name_holder(struct vg_env *env, const char *name, const char *except,
                                 char found[37], vigil_error *err)
 {
     struct name_search ns = {
         .env = env, .name = name, .except = except, .found = found, .plain = name_is_plain(name)};
     struct vg_query q = {.kind = "agent"};
+    struct agent_names *all = env->agent_names;
     found[0] = '\0';
-    vigil_code rc = vg_store_scan(env->store, &q, name_one, &ns, err);
+    vigil_code rc;
+    if (names_current(env)) {
+        for (size_t i = 0; i < all->n && !found[0]; i++)
+            if (!strcmp(all->v[i].name, name) && !(except && !strcmp(all->v[i].id, except)))
+                snprintf(found, 37, "%s", all->v[i].id);
+        return VIGIL_OK;
+    }
+    /* Gathered only where marks can keep them (not on PostgreSQL): else the filtered scan. */
+    struct vg_store_change_mark now;
+    rc = all && all->creates > 0 && agent_mark(env, &now)
+             ? names_gather(env, &ns, err)
+             : vg_store_scan(env->store, &q, name_one, &ns, err);
     if (!rc && ns.failure)
         rc = VG_FAIL(err, ns.failure, "reading the agents' names: %s",
                      ns.failure == VIGIL_ENOMEM ? "out of memory" : "an agent record is not JSON");
@@ -192,7 +361,26 @@ static vigil_code name_free(struct vg_env *env, const char *name, vigil_error *e
         rc = vg_agent_name_holder(env, name, NULL, found, err);
     if (!rc && found[0])
         rc = VG_FAIL(err, VIGIL_EEXISTS, "an agent named \"%s\" already exists (%s)", name, found);
+    struct agent_names *all = names_of(env);
+    if (all)
+        all->creates++;
     return rc;
+}
+
+/* After the create's write of its agent record, when the names were current just before it:
+ * inside the transaction the mark moves with this connection's own writes only (and again at
+ * any undoing), so the names with this one added are every live agent's under the mark now. */
+static void agent_names_created(struct vg_env *env, int current, const char *id, const char *name)
+{
+    struct agent_names *all = env->agent_names;
+    struct vg_store_change_mark now;
+    if (!current || !all)
+        return;
+    names_add(all, id, name);
+    if (all->failed || !agent_mark(env, &now))
+        names_clear(all);
+    else
+        all->mark = now;
 }
 
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
@@ -248,8 +436,11 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
     rc = name_free(env, spec->name, err);
+    int names = !rc && vg_store_in_tx(env->store) && names_current(env);
     if (!rc)
         rc = vg_env_put_json(env, "agent", id, id, "created", kind, now, agent, 0, err);
+    if (!rc)
+        agent_names_created(env, names, id, spec->name);
     if (!rc)
         rc = vg_env_put_json(env, "agent_state", state_id, id, "", "", 0, state, 0, err);
     if (!rc)
@@ -342,38 +533,122 @@ vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, 
     return agent_get(env, agent_id, out, rev, 0, err);
 }
 
-/* The store's mark of agent records now, or 0 when it cannot say (VG_STORE_CTRL_CHANGE_MARK). */
-static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+/* agent_id's slot of the kept agents: the one holding it, or the one it would take (of four
+ * places the id hashes to, a free one or the one read longest ago). Four, not two: a hundred
+ * agents in 128 slots with two places each still pushed one another out. */
+static struct vg_env_kept_agent *kept_slot(struct vg_env *env, const char *agent_id)
 {
-    vigil_error ignored = {0};
-    mark->kind = "agent";
-    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)agent_id; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    struct vg_env_kept_agent *take = NULL;
+    for (int i = 0; i < 4; i++, h /= VG_ENV_KEPT_AGENTS) {
+        struct vg_env_kept_agent *k = &env->kept_agents[h % VG_ENV_KEPT_AGENTS];
+        if (k->value && !strcmp(k->id, agent_id))
+            return k;
+        if (!take || (take->value && (!k->value || k->used < take->used)))
+            take = k;
+    }
+    return take;
+}
+
+static uint64_t text_hash(const char *p, size_t *len)
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *q = p;
+    for (; *q; q++)
+        h = (h ^ (unsigned char)*q) * 1099511628211ull;
+    *len = (size_t)(q - p);
+    return h;
+}
+
+/* One read of an agent record for the keep: its revision and text's hash, and its body parsed
+ * unless it is the one the slot already holds. */
+struct kept_read {
+    struct vg_env *env;
+    const struct vg_env_kept_agent *slot; /* the slot's value, when it is agent_id's */
+    int64_t rev;
+    size_t len;
+    uint64_t hash;
+    int same;      /* the record is the slot's value */
+    json_t *value; /* else its body parsed (shared) */
+    vigil_code rc; /* of the parse */
+};
+
+static int kept_read_cb(void *user, const struct vg_record *r)
+{
+    struct kept_read *k = user;
+    k->rev = r->rev;
+    k->hash = text_hash(r->body, &k->len);
+    k->same =
+        k->slot && k->slot->rev == r->rev && k->slot->len == k->len && k->slot->hash == k->hash;
+    if (!k->same)
+        k->rc = vg_env_parse_json_shared(k->env, r->body, &k->value);
+    return 1;
+}
+
+/* Read agent_id's record into slot k (whose value, if it is agent_id's, the mark no longer
+ * vouches for): the same revision and text keep the slot's value under the new mark, with no
+ * parse; the run holding that value (the loop's agent) and the slot then share one tree. */
+static vigil_code kept_refresh(struct vg_env *env, const char *agent_id,
+                               struct vg_env_kept_agent *k, json_t **out, vigil_error *err)
+{
+    struct vg_store_change_mark before, after;
+    struct kept_read r = {.env = env, .slot = k->value && !strcmp(k->id, agent_id) ? k : NULL};
+    int marked = agent_mark(env, &before);
+    vigil_code rc = vg_store_get(env->store, "agent", agent_id, kept_read_cb, &r, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    if (rc || (rc = r.rc))
+        return rc == VIGIL_EPARSE ? VG_FAIL(err, rc, "agent \"%s\" is not JSON", agent_id) : rc;
+    if (!r.same && needs_upgrade(r.value)) { /* an old record: read privately, upgraded */
+        json_decref(r.value);
+        r.value = NULL;
+        if ((rc = agent_get(env, agent_id, &r.value, NULL, 1, err)))
+            return rc;
+    }
+    if (!r.same) {
+        json_decref(k->value);
+        k->value = r.value;
+        k->rev = r.rev;
+        k->len = r.len;
+        k->hash = r.hash;
+        snprintf(k->id, sizeof k->id, "%s", agent_id);
+    }
+    *out = json_incref(k->value);
+    k->used = ++env->kept_agents_tick;
+    /* Kept under the mark the read saw: taken before it and still the same after. */
+    if (!marked || !agent_mark(env, &after) || before.foreign != after.foreign ||
+        before.own != after.own)
+        memset(&k->mark, 0xff, sizeof k->mark); /* no mark matches: read again next time */
+    else
+        k->mark = after;
+    return VIGIL_OK;
 }
 
 /* A step reads its agent's record four times (the loop's budget gate, its visible tools, its
- * memory, the tool gate), each a record-cache hit and a memo lookup of its whole text: the
- * value read last is served again while no agent record may have changed since
- * (docs/internals/PERF.md, Session 26). */
+ * memory, the tool gate): the value read before is served again while no agent record may have
+ * changed since (docs/internals/PERF.md, Session 26), for each of the last agents read: with
+ * agents taking turns in one thread (vigil_chat_many, a daemon's loop thread), one kept agent
+ * was another's at nearly every read (Session 39). When the mark moved (another agent written),
+ * the record's revision and text tell whether the kept value still stands (Session 40). */
 vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t **out,
                                vigil_error *err)
 {
     struct vg_store_change_mark mark;
-    if (env->kept_agent && agent_id && !strcmp(env->kept_agent_id, agent_id) &&
-        agent_mark(env, &mark) && mark.foreign == env->kept_agent_mark.foreign &&
-        mark.own == env->kept_agent_mark.own) {
-        *out = json_incref(env->kept_agent);
+    int keep = agent_id && *agent_id && strlen(agent_id) < sizeof env->kept_agents->id &&
+               (env->kept_agents ||
+                (env->kept_agents = vg_calloc(VG_ENV_KEPT_AGENTS, sizeof *env->kept_agents)));
+    if (!keep)
+        return agent_get(env, agent_id, out, NULL, 1, err);
+    struct vg_env_kept_agent *k = kept_slot(env, agent_id);
+    if (k->value && !strcmp(k->id, agent_id) && agent_mark(env, &mark) &&
+        mark.foreign == k->mark.foreign && mark.own == k->mark.own) {
+        k->used = ++env->kept_agents_tick;
+        *out = json_incref(k->value);
         return VIGIL_OK;
     }
-    vigil_code rc = agent_get(env, agent_id, out, NULL, 1, err);
-    json_decref(env->kept_agent);
-    env->kept_agent = NULL;
-    /* The mark after the read: its snapshot is taken now, and is the one the read saw. */
-    if (!rc && strlen(agent_id) < sizeof env->kept_agent_id &&
-        agent_mark(env, &env->kept_agent_mark)) {
-        env->kept_agent = json_incref(*out);
-        snprintf(env->kept_agent_id, sizeof env->kept_agent_id, "%s", agent_id);
-    }
-    return rc;
+    return kept_refresh(env, agent_id, k, out, err);
 }
 
 struct lifecycle_ctx {

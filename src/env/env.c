@@ -347,6 +347,14 @@ void vg_env_release(struct vg_env *env)
         env->spawn_agents_free(env->spawn_agents);
     env->spawn_agents = NULL;
     env->spawn_agents_free = NULL;
+    if (env->agent_names_free)
+        env->agent_names_free(env->agent_names);
+    env->agent_names = NULL;
+    env->agent_names_free = NULL;
+    if (env->lease_epochs_free)
+        env->lease_epochs_free(env->lease_epochs);
+    env->lease_epochs = NULL;
+    env->lease_epochs_free = NULL;
     if (env->task_ends_free)
         env->task_ends_free(env->task_ends);
     env->task_ends = NULL;
@@ -364,8 +372,10 @@ void vg_env_release(struct vg_env *env)
     env->compact_tallies = NULL;
     env->compact_tallies_free = NULL;
     env->compact_tallies_note = NULL;
-    json_decref(env->kept_agent);
-    env->kept_agent = NULL;
+    for (unsigned i = 0; env->kept_agents && i < VG_ENV_KEPT_AGENTS; i++)
+        json_decref(env->kept_agents[i].value);
+    vg_free(env->kept_agents);
+    env->kept_agents = NULL;
     json_decref(env->kept_cursors);
     env->kept_cursors = NULL;
     for (unsigned i = 0; i < VG_ENV_KEPT_READS; i++)

@@ -46,6 +46,8 @@ struct json_t;
 #define VG_ENV_KEPT_READS 8
 #define VG_ENV_KEPT_KIND_MAX 40
 #define VG_ENV_KEPT_ID_MAX 200
+/* How many agent records vg_agent_get_shared keeps (struct vg_env, kept_agents). */
+#define VG_ENV_KEPT_AGENTS 128
 
 struct vg_env {
     struct vg_store *store;    /* owned by the runtime */
@@ -69,6 +71,16 @@ struct vg_env {
     void *spawn_agents;
     void (*spawn_agents_free)(void *agents);
     struct vg_store_change_mark spawn_agents_mark;
+    /* The live agents' names as a create's check found them (src/agent/agent.c), the same
+     * way, with the store's change mark of agent records they were read under: the next create
+     * checks its name against them instead of reading every agent again. */
+    void *agent_names;
+    void (*agent_names_free)(void *names);
+    /* The lease epochs the fence checks of runs found lately, per agent (src/wake/queue.c),
+     * with the store's change mark of agent_lease records they were read under: a run's phases
+     * check its lease without reading it again while that mark holds. */
+    void *lease_epochs;
+    void (*lease_epochs_free)(void *epochs);
     /* The ends of task runs gathered from the fibers of this env's thread, recorded together
      * (src/orch/dispatch.c, vg_task_run_ended), the same way. */
     void *task_ends;
@@ -117,11 +129,20 @@ struct vg_env {
         struct vg_store_change_mark mark;
     } kept_reads[VG_ENV_KEPT_READS];
     unsigned kept_reads_next; /* the slot a new record takes, round robin */
-    /* The agent record vg_agent_get_shared read last (agent/agent.c), with the store's change
-     * mark of agent records it was read under: served again while that mark holds. */
-    struct json_t *kept_agent;
-    char kept_agent_id[64]; /* a longer id is not kept */
-    struct vg_store_change_mark kept_agent_mark;
+    /* The agent records vg_agent_get_shared read last (agent/agent.c), each with the store's
+     * change mark of agent records it was read under: served again while that mark holds.
+     * VG_ENV_KEPT_AGENTS slots, allocated at first use: agents taking turns in one thread
+     * (vigil_chat_many, the daemon's loop thread) each find theirs. */
+    struct vg_env_kept_agent {
+        char id[64];          /* a longer id is not kept */
+        struct json_t *value; /* NULL: a free slot */
+        struct vg_store_change_mark mark;
+        uint64_t used;
+        int64_t rev;   /* the record's revision, */
+        size_t len;    /* its text's length */
+        uint64_t hash; /* and hash (FNV-1a), to tell it unchanged when the mark moved */
+    } * kept_agents;
+    uint64_t kept_agents_tick;
     /* The running children (spawn_child records "running") of one parent and of the store, as a
      * spawn call left them (orch/child.c), with the store's change mark of spawn_child records
      * after its writes: served while that mark holds. */

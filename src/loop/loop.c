@@ -572,8 +572,11 @@ static vigil_code check_runnable(struct vg_env *env, const char *agent_id, json_
                                  vigil_error *err)
 {
     vigil_lifecycle lc;
-    int64_t rev = 0;
-    vigil_code rc = vg_agent_get(env, agent_id, agent, &rev, err);
+    /* The shared value the agent's keep holds (vg_agent_get_shared): the run's later reads of
+     * its agent (the gates, its tools, its memory) are served that same tree, not a copy of
+     * their own beside the run's, so a hundred agents' runs hold a hundred trees, not two
+     * hundred (docs/internals/PERF.md, Session 40). */
+    vigil_code rc = vg_agent_get_shared(env, agent_id, agent, err);
     if (rc)
         return rc;
     if (vg_lifecycle_parse(json_string_value(json_object_get(*agent, "lifecycle")), &lc))
@@ -584,10 +587,17 @@ static vigil_code check_runnable(struct vg_env *env, const char *agent_id, json_
         return VG_FAIL(err, VIGIL_ESTATE,
                        "agent \"%s\" is dormant (paused): resume it with `vigil agent resume`",
                        agent_id);
-    if (lc == VIGIL_LIFECYCLE_CREATED)
-        /* A first run activates a created agent. */
-        return vg_agent_activate_loaded(env, agent_id, *agent, rev, "first run", err);
-    return VIGIL_OK;
+    if (lc != VIGIL_LIFECYCLE_CREATED)
+        return VIGIL_OK;
+    /* A first run activates a created agent: changed in a copy of its own, then read back. */
+    json_t *own = NULL;
+    int64_t rev = 0;
+    json_decref(*agent);
+    *agent = NULL;
+    if ((rc = vg_agent_get(env, agent_id, &own, &rev, err)) == VIGIL_OK)
+        rc = vg_agent_activate_loaded(env, agent_id, own, rev, "first run", err);
+    json_decref(own);
+    return rc ? rc : vg_agent_get_shared(env, agent_id, agent, err);
 }
 
 /* The agent's runtime state as this run last read or wrote it: the close writes it back

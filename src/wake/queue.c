@@ -636,6 +636,107 @@ out:
 
 /* ---- lease ----------------------------------------------------------------------------------- */
 
+/* The epochs fence checks found, per agent, all under one change mark of agent_lease records
+ * (env->lease_epochs). Agents taking turns in one thread (vigil_chat_many, a daemon's workers)
+ * check their leases at every phase of a step, and the env's kept reads, a few records round
+ * robin, no longer hold an agent's lease when its next phase comes: each check parsed it again
+ * (docs/internals/PERF.md, Session 40). While the mark holds, no lease changed since the
+ * epochs were read. A slot is an agent id and an epoch: 128 of them, some 10 KB. */
+#define LEASE_EPOCHS_KEPT 128
+
+struct lease_epochs {
+    struct vg_store_change_mark mark;
+    unsigned n, next;
+    struct {
+        char agent[64];
+        int64_t epoch;
+    } slot[LEASE_EPOCHS_KEPT];
+};
+
+/* The store's mark of agent_lease records now, or 0 when it cannot say (PostgreSQL, or outside
+ * a transaction and a read batch). */
+static int lease_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "agent_lease";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+static int same_mark(const struct vg_store_change_mark *a, const struct vg_store_change_mark *b)
+{
+    return a->foreign == b->foreign && a->own == b->own;
+}
+
+/* The kept epoch of agent_id under the mark now: 1 and *epoch, else 0. */
+static int lease_epoch_kept(struct vg_env *env, const char *agent_id, int64_t *epoch)
+{
+    struct lease_epochs *k = env->lease_epochs;
+    struct vg_store_change_mark now;
+    if (!k || !k->n || !lease_mark(env, &now) || !same_mark(&now, &k->mark))
+        return 0;
+    for (unsigned i = 0; i < k->n; i++)
+        if (!strcmp(k->slot[i].agent, agent_id)) {
+            *epoch = k->slot[i].epoch;
+            return 1;
+        }
+    return 0;
+}
+
+/* Keep the epoch a read found under *before, the mark taken before it, when the mark still
+ * holds after it (the read saw that state). A moved mark empties the table first. */
+static void lease_epoch_keep(struct vg_env *env, const char *agent_id, int64_t epoch,
+                             const struct vg_store_change_mark *before)
+{
+    struct vg_store_change_mark after;
+    struct lease_epochs *k = env->lease_epochs;
+    if (strlen(agent_id) >= sizeof k->slot[0].agent || !lease_mark(env, &after) ||
+        !same_mark(before, &after))
+        return;
+    if (!k) {
+        if (!(k = vg_calloc(1, sizeof *k)))
+            return;
+        env->lease_epochs = k;
+        env->lease_epochs_free = vg_free;
+    }
+    if (!same_mark(&k->mark, &after)) {
+        k->n = k->next = 0;
+        k->mark = after;
+    }
+    unsigned i = k->n < LEASE_EPOCHS_KEPT ? k->n++ : k->next++ % LEASE_EPOCHS_KEPT;
+    snprintf(k->slot[i].agent, sizeof k->slot[i].agent, "%s", agent_id);
+    k->slot[i].epoch = epoch;
+}
+
+/* Whether the kept epochs are those of the store now (their mark is the mark now). */
+static int lease_epochs_current(struct vg_env *env)
+{
+    struct lease_epochs *k = env->lease_epochs;
+    struct vg_store_change_mark now;
+    return k && lease_mark(env, &now) && same_mark(&now, &k->mark);
+}
+
+/* After this connection wrote agent_id's lease at epoch, when the kept epochs were current just
+ * before: the write is the only change since (inside a transaction the mark moves with this
+ * connection's own writes only, and an undoing moves it again), so the others still hold and
+ * agent_id's is the one written. A take or give-back of one agent then leaves the other agents'
+ * kept epochs standing. */
+static void lease_epoch_written(struct vg_env *env, const char *agent_id, int64_t epoch)
+{
+    struct lease_epochs *k = env->lease_epochs;
+    struct vg_store_change_mark now;
+    if (!lease_mark(env, &now))
+        return;
+    for (unsigned i = 0; i < k->n; i++)
+        if (!strcmp(k->slot[i].agent, agent_id)) {
+            k->slot[i].epoch = epoch;
+            k->mark = now;
+            return;
+        }
+    struct vg_store_change_mark before = now;
+    k->mark = now;
+    lease_epoch_keep(env, agent_id, epoch, &before);
+}
+
 /* The fencing check. Locked first, so the epoch read still holds when the caller's
  * transaction commits: on a store many processes write (PostgreSQL), a successor's take waits
  * for it to end. (Outside a transaction the check holds only as of its read.) A caller that
@@ -650,9 +751,14 @@ static vigil_code lease_read_checked(struct vg_env *env, const char *agent_id, i
 {
     json_t *lease = NULL;
     vigil_code rc = VIGIL_OK;
+    int64_t kept = 0;
+    struct vg_store_change_mark before;
     if (vg_store_in_tx(env->store))
         rc = for_write ? vg_store_lock_for_write(env->store, "agent_lease", agent_id, err)
                        : vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err);
+    if (!rc && !out && lease_epoch_kept(env, agent_id, &kept) && kept == epoch)
+        return VIGIL_OK;
+    int keep = !rc && !out && lease_mark(env, &before);
     /* Read on every phase of a run: only read, so the env's parsed value itself (no copy). */
     if (!rc)
         rc = out ? vg_env_get_json(env, "agent_lease", agent_id, &lease, rev, err)
@@ -663,6 +769,8 @@ static vigil_code lease_read_checked(struct vg_env *env, const char *agent_id, i
     if (rc)
         return rc;
     int64_t cur = jint(lease, "epoch");
+    if (keep)
+        lease_epoch_keep(env, agent_id, cur, &before);
     if (cur != epoch) {
         json_decref(lease);
         return VG_FAIL(err, VIGIL_ESTATE,
@@ -729,18 +837,23 @@ static vigil_code lease_write(struct vg_env *env, const char *agent, json_t *lea
 {
     const char *holder = jstr(lease, "holder");
     int64_t expires = jint(lease, "expires_ms");
+    /* Inside a transaction: a write that began one would first notice other commits. */
+    int current = vg_store_in_tx(env->store) && lease_epochs_current(env);
+    vigil_code rc;
     if (!exists) {
         int inserted = 0;
-        vigil_code rc =
-            put_json(env, "agent_lease", agent, agent, holder, "", expires, lease, &inserted, err);
+        rc = put_json(env, "agent_lease", agent, agent, holder, "", expires, lease, &inserted, err);
         if (!rc && !inserted) /* another process took the agent's first lease meanwhile */
             rc = VG_FAIL(err, VIGIL_ECONFLICT, "agent \"%s\" was leased meanwhile", agent);
-        return rc;
+    } else {
+        /* Noted: each phase of the run that took it reads it back (vg_wake_lease_check), and
+         * the next turn's take reads what the give-back wrote. */
+        rc = vg_env_update_json_noted(env, "agent_lease", agent, agent, holder, "", expires, lease,
+                                      rev, err);
     }
-    /* Noted: each phase of the run that took it reads it back (vg_wake_lease_check), and the
-     * next turn's take reads what the give-back wrote. */
-    return vg_env_update_json_noted(env, "agent_lease", agent, agent, holder, "", expires, lease,
-                                    rev, err);
+    if (!rc && current)
+        lease_epoch_written(env, agent, jint(lease, "epoch"));
+    return rc;
 }
 
 vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t epoch,

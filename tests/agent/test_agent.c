@@ -1424,6 +1424,86 @@ TEST(an_agent_read_again_sees_every_change_to_it)
     test_rt_close(&t);
 }
 
+/* The store calls reading id's record for a step took. */
+static long reading_calls(struct test_rt *t, struct vg_store *counting, const char *id)
+{
+    char got[64];
+    vg_store_fault_arm(counting, 0, VIGIL_OK);
+    prompt_now(t, id, got, sizeof got);
+    return vg_store_fault_calls(counting);
+}
+
+/* Agents taking turns in one thread (vigil_chat_many, the daemon's loop thread) each find their
+ * record as they left it: reading one after the others costs what reading it again right after
+ * itself does (more agents than the env keeps other records of), and a change is still seen. */
+TEST(agents_taking_turns_each_keep_their_record)
+{
+    struct test_rt t;
+    char ids[2 * VG_ENV_KEPT_READS][37], got[64];
+    test_rt_open(&t, "agent_kept_turns");
+    for (size_t i = 0; i < VG_ARRAY_LEN(ids); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "turn_%zu", i);
+        create(&t, name, ids[i]);
+    }
+    struct vg_store *counting = NULL; /* closed with the runtime, and the store it wraps */
+    ASSERT_OK(vg_store_fault_wrap(t.env->store, &counting, E));
+    t.env->store = counting;
+    prompt_now(&t, ids[0], got, sizeof got);
+    long again = reading_calls(&t, counting, ids[0]);
+    for (int turn = 0; turn < 2; turn++)
+        for (size_t i = 0; i < VG_ARRAY_LEN(ids); i++)
+            if (turn == 0 || getenv("VIGIL_TEST_RT_PG")) /* PostgreSQL keeps no change marks */
+                prompt_now(&t, ids[i], got, sizeof got);
+            else
+                ASSERT_EQ(reading_calls(&t, counting, ids[i]), again);
+    set_prompt(t.env, ids[1], "its turn");
+    prompt_now(&t, ids[0], got, sizeof got);
+    ASSERT_STREQ(got, "watch the task");
+    prompt_now(&t, ids[1], got, sizeof got);
+    ASSERT_STREQ(got, "its turn");
+    test_rt_close(&t);
+}
+
+/* The tree a read hands out for id (a reference the caller gives back at once: the keep holds
+ * its own), read as a step reads it. */
+static const json_t *tree_now(struct test_rt *t, const char *id)
+{
+    json_t *agent = NULL;
+    vg_store_read_batch(t->env->store, 1);
+    ASSERT_OK(vg_agent_get_shared(t->env, id, &agent, E));
+    vg_store_read_batch(t->env->store, 0);
+    json_decref(agent);
+    return agent;
+}
+
+/* A run holds its agent's tree from its start (the loop's agent) while its steps read the agent
+ * again: once another agent was written (its first run's activation, under a vigil_chat_many
+ * of new agents), the first agent's record is unchanged, and its read hands out the same tree
+ * instead of a second parse of the same text that a hundred runs would hold beside their own. */
+TEST(an_unchanged_agent_keeps_its_tree_when_another_is_written)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    test_rt_open(&t, "agent_kept_tree");
+    create(&t, "tree_a", a);
+    create(&t, "tree_b", b);
+    json_t *held = NULL; /* as the loop holds it */
+    vg_store_read_batch(t.env->store, 1);
+    ASSERT_OK(vg_agent_get_shared(t.env, a, &held, E));
+    vg_store_read_batch(t.env->store, 0);
+    set_prompt(t.env, b, "b's");
+    ASSERT(tree_now(&t, a) == held);
+    ASSERT(tree_now(&t, a) == held);
+    set_prompt(t.env, a, "changed");
+    const json_t *now = tree_now(&t, a);
+    ASSERT(now != held);
+    ASSERT_STREQ(json_string_value(json_object_get(now, "prompt")), "changed");
+    ASSERT_STREQ(json_string_value(json_object_get(held, "prompt")), "watch the task");
+    json_decref(held);
+    test_rt_close(&t);
+}
+
 /* A live agent's name is refused to a second agent whatever its characters (the check reads a
  * body only when the name's text is in it, which a quote, a backslash or a non-ASCII letter
  * would defeat if they were looked for as written); a name that appears in another agent's
@@ -1459,6 +1539,55 @@ TEST(a_live_agents_name_is_taken_whatever_its_characters)
     test_rt_close(&t);
 }
 
+/* The agent scans a create of name made (through the counting store). */
+static long create_scans(struct test_rt *t, struct vg_store *counting, const char *name,
+                         vigil_code want, char id[37])
+{
+    vigil_agent_spec spec = {.name = name, .prompt = "watch"};
+    vigil_error err = {0};
+    vg_store_fault_watch(counting, "agent");
+    ASSERT_CODE(want, vigil_agent_create(t->rt, &spec, id, &err));
+    return vg_store_fault_scans(counting);
+}
+
+/* A process creating many agents (an app starting its agents, `vigil apply` of many manifests,
+ * bench_peer's hundred) checks each new name against the live names it gathered instead of
+ * reading every agent again: after its second create, creates scan no agent. A name another
+ * connection took, one a destroy freed and one a rename took are still seen. */
+TEST(creates_check_their_names_without_reading_every_agent)
+{
+    struct test_rt t;
+    char id[37], n3[37], n4[37], name[32];
+    test_rt_open(&t, "agent_names_kept");
+    struct vg_store *counting = NULL; /* closed with the runtime, and the store it wraps */
+    ASSERT_OK(vg_store_fault_wrap(t.env->store, &counting, E));
+    t.env->store = counting;
+    long kept = getenv("VIGIL_TEST_RT_PG") ? 1 : 0; /* PostgreSQL keeps no change marks */
+    ASSERT_EQ(create_scans(&t, counting, "n0", VIGIL_OK, id), 1);
+    ASSERT_EQ(create_scans(&t, counting, "n1", VIGIL_OK, id), 1);
+    for (int i = 2; i < 8; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        ASSERT_EQ(create_scans(&t, counting, name, VIGIL_OK, i == 3 ? n3 : i == 4 ? n4 : id), kept);
+    }
+    ASSERT_EQ(create_scans(&t, counting, "n5", VIGIL_EEXISTS, id), kept);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    vigil_agent_spec theirs = {.name = "theirs"};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_agent_create(other, &theirs, id, E));
+    vigil_runtime_close(other);
+    ASSERT_EQ(create_scans(&t, counting, "theirs", VIGIL_EEXISTS, id), 1);
+    ASSERT_OK(vg_agent_transition(t.env, n3, VIGIL_LIFECYCLE_DESTROYED, "test", E));
+    create_scans(&t, counting, "n3", VIGIL_OK, id);
+    json_t *renamed = json_pack("{s:s}", "name", "renamed");
+    ASSERT_OK(vg_agent_update(t.env, n4, renamed, E));
+    json_decref(renamed);
+    create_scans(&t, counting, "renamed", VIGIL_EEXISTS, id);
+    create_scans(&t, counting, "n4", VIGIL_OK, id);
+    ASSERT_EQ(create_scans(&t, counting, "n8", VIGIL_OK, id), kept);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
@@ -1485,7 +1614,10 @@ int main(void)
     RUN(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits);
     RUN(notifications_follow_their_own_transaction_under_folded_commits);
     RUN(an_agent_read_again_sees_every_change_to_it);
+    RUN(agents_taking_turns_each_keep_their_record);
+    RUN(an_unchanged_agent_keeps_its_tree_when_another_is_written);
     RUN(a_live_agents_name_is_taken_whatever_its_characters);
+    RUN(creates_check_their_names_without_reading_every_agent);
     RUN(a_kept_journal_record_leaves_its_time_and_prev_to_the_message);
     return 0;
 }

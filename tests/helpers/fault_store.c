@@ -14,8 +14,9 @@ struct fault_store {
     long calls;       /* port calls seen since the last arm */
     long nth;         /* fail this call (1-based); 0: off */
     vigil_code code;  /* what the failing call returns */
-    char watched[64]; /* a kind whose scans are counted ("": none) */
+    char watched[64]; /* a kind whose scans and gets are counted ("": none) */
     long scans;       /* scans of it since the last arm */
+    long gets;        /* gets of it since the last arm */
 };
 
 static int trip(struct fault_store *f, vigil_error *err, const char *what, vigil_code *rc)
@@ -89,6 +90,7 @@ static vigil_code fault_get(struct vg_store *s, const char *kind, const char *id
                             void *user, vigil_error *err)
 {
     TRIP("get");
+    F->gets += F->watched[0] && kind && !strcmp(kind, F->watched);
     return INNER->methods->get(INNER, kind, id, cb, user, err);
 }
 
@@ -182,6 +184,7 @@ void vg_store_fault_arm(struct vg_store *s, long nth, vigil_code code)
 {
     F->calls = 0;
     F->scans = 0;
+    F->gets = 0;
     F->nth = nth;
     F->code = code;
 }
@@ -195,9 +198,15 @@ void vg_store_fault_watch(struct vg_store *s, const char *kind)
 {
     snprintf(F->watched, sizeof F->watched, "%s", kind ? kind : "");
     F->scans = 0;
+    F->gets = 0;
 }
 
 long vg_store_fault_scans(struct vg_store *s)
 {
     return F->scans;
+}
+
+long vg_store_fault_gets(struct vg_store *s)
+{
+    return F->gets;
 }

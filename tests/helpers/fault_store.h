@@ -12,8 +12,10 @@
 vigil_code vg_store_fault_wrap(struct vg_store *inner, struct vg_store **out, vigil_error *err);
 void vg_store_fault_arm(struct vg_store *fault, long nth, vigil_code code);
 long vg_store_fault_calls(struct vg_store *fault);
-/* Count the scans of records of `kind` (NULL: none) from now on, and at each arm: how many. */
+/* Count the scans and gets of records of `kind` (NULL: none) from now on, and at each arm: how
+ * many. */
 void vg_store_fault_watch(struct vg_store *fault, const char *kind);
 long vg_store_fault_scans(struct vg_store *fault);
+long vg_store_fault_gets(struct vg_store *fault);
 
 #endif

@@ -623,6 +623,65 @@ TEST(the_lease_written_is_read_back_without_parsing)
     test_rt_close(&t);
 }
 
+/* The agent_lease gets of fence checks of every agent in ids, in one transaction. */
+static long lease_gets(struct test_rt *t, struct vg_store *counting, char (*ids)[37],
+                       const int64_t *epochs, int n)
+{
+    vg_store_fault_watch(counting, "agent_lease");
+    ASSERT_OK(vg_store_begin(t->env->store, E));
+    for (int i = 0; i < n; i++)
+        ASSERT_OK(vg_wake_lease_check(t->env, ids[i], epochs[i], E));
+    ASSERT_OK(vg_store_end(t->env->store, VIGIL_OK, E));
+    return vg_store_fault_gets(counting);
+}
+
+/* Agents taking turns in one thread (vigil_chat_many, a daemon's loop thread) check their
+ * leases at every phase of a step. With more of them than the env keeps other records of, a
+ * check reads no lease while none changed; one agent's give-back and take leave the others'
+ * unread; a lease another connection moved is read again, and the superseded run fenced off. */
+TEST(agents_taking_turns_check_their_leases_without_reading_them)
+{
+    enum { N = 3 * VG_ENV_KEPT_READS };
+    struct test_rt t;
+    char ids[N][37];
+    int64_t epochs[N];
+    int got = 0;
+    test_rt_open(&t, "wake_lease_epochs");
+    for (int i = 0; i < N; i++) {
+        make_agent(&t, ids[i]);
+        ASSERT_OK(vg_wake_lease_take(t.env, ids[i], "chat:1", 60000, &epochs[i], &got, E));
+        ASSERT_EQ(got, 1);
+    }
+    struct vg_store *counting = NULL; /* closed with the runtime, and the store it wraps */
+    ASSERT_OK(vg_store_fault_wrap(t.env->store, &counting, E));
+    t.env->store = counting;
+    ASSERT(lease_gets(&t, counting, ids, epochs, N) <= N);
+    ASSERT_EQ(lease_gets(&t, counting, ids, epochs, N), 0);
+    ASSERT_OK(vg_wake_lease_give_back(t.env, ids[0], epochs[0], E));
+    ASSERT_OK(vg_wake_lease_take(t.env, ids[0], "chat:2", 60000, &epochs[0], &got, E));
+    ASSERT_EQ(got, 1);
+    vg_store_fault_watch(counting, "agent_lease");
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    ASSERT_EQ(vg_wake_lease_check(t.env, ids[0], epochs[0] - 1, NULL), VIGIL_ESTATE);
+    ASSERT_OK(vg_store_end(t.env->store, VIGIL_OK, E));
+    ASSERT_EQ(lease_gets(&t, counting, ids, epochs, N), 0);
+    /* Another connection takes agent 1 after its give-back: this one's run at the old epoch
+     * is fenced off. */
+    ASSERT_OK(vg_wake_lease_give_back(t.env, ids[1], epochs[1], E));
+    vigil_runtime_options ro = {.store_uri = t.path};
+    vigil_runtime *other = NULL;
+    int64_t taken = 0;
+    ASSERT_OK(vigil_runtime_open(&ro, &other, E));
+    ASSERT_OK(vg_wake_lease_take(vg_runtime_env(other), ids[1], "chat:3", 60000, &taken, &got, E));
+    ASSERT_EQ(got, 1);
+    vigil_runtime_close(other);
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    ASSERT_EQ(vg_wake_lease_check(t.env, ids[1], epochs[1], NULL), VIGIL_ESTATE);
+    ASSERT_OK(vg_wake_lease_check(t.env, ids[1], taken, E));
+    ASSERT_OK(vg_store_end(t.env->store, VIGIL_OK, E));
+    test_rt_close(&t);
+}
+
 /* A run whose lease expired and whose agent was since taken by someone else (a chat turn) is
  * re-queued, but the newer holder keeps its lease. */
 TEST(recovery_leaves_a_newer_lease_alone)
@@ -1530,6 +1589,7 @@ int main(void)
     RUN(two_wakes_for_a_busy_agent_merge);
     RUN(lease_fencing_refuses_an_old_epoch);
     RUN(the_lease_written_is_read_back_without_parsing);
+    RUN(agents_taking_turns_check_their_leases_without_reading_them);
     RUN(recovery_requeues_started_runs_with_the_same_run_key);
     RUN(recovery_leaves_a_newer_lease_alone);
     RUN(a_recovered_user_turn_is_never_merged);
