@@ -338,6 +338,12 @@ vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *typ
  * message_prev, the message's prev_id (empty for a thread's first message or no message). */
 vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
                            vigil_error *err);
+/* Source ids of live links of a type to `to`, oldest first, as a JSON array of strings (owned):
+ * what links to a record (the reports citing a message, the summaries covering it, the tool
+ * results that touched a task). Pointers are not answered (read them by key), nor message_prev
+ * (EINVAL: the next message is the thread's). */
+vigil_code vg_link_sources(struct vg_env *env, const char *type, const char *to, json_t **out,
+                           vigil_error *err);
 /* The target of a pointer link ("agent_state", "agent_head_message", "agent_report_head")
  * keyed by `key` (agent id, or agent id + ":" + thread/scope); ENOTFOUND if unset. */
 vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key, char *out_to,

@@ -1,13 +1,16 @@
 /*
  * link.c: typed links between records, one record kind for every relation (S0-025). Immutable
  * links (message_payload, report_source_span, tool_effect, summary spans, host references such
- * as agent_task) are keyed by (type, from, to), so adding one twice stores it once. The
+ * as agent_task) are keyed by (type, from, to), so adding one twice stores it once, and are
+ * read from either end by type: k1 "<type>:<from>" (vg_link_targets), k2 "<type>:<to>"
+ * (vg_link_sources), both indexed (docs/internals/STORE.md, migration 28). The
  * message_prev link is the one relation not stored: every message already names its thread's
  * previous message (prev_id), so a row would repeat it and cost every append an insert with
  * three index entries; vg_link_targets answers it from the message. Pointer links (agent_state,
  * agent_head_message, agent_report_head) have a stable id per (type, key) and are moved with a
  * revision check. They are looked up by id, and what moves (the target in k2, the counter in
- * the body) is in no index of links, so moving one rewrites its row only: its seq column stays 0
+ * the body) is in no index of links (the SQLite adapter keeps pointers out of the k2 one), so
+ * moving one rewrites its row only: its seq column stays 0
  * (every index of links ends in seq). Removing a link marks it deleted and writes a tombstone
  * record, so a synced peer learns of the removal.
  */
@@ -106,6 +109,7 @@ vigil_code vg_link_add_text(struct vg_env *env, const char *agent_id, const char
 
 struct targets_ctx {
     json_t *out;
+    const char *end; /* the body's field to collect: "to" (targets) or "from" (sources) */
     int failed;
 };
 
@@ -119,7 +123,7 @@ static int targets_cb(void *user, const struct vg_record *r)
         return 1;
     }
     if (json_is_null(json_object_get(body, "deleted_at")) &&
-        json_array_append(c->out, json_object_get(body, "to")))
+        json_array_append(c->out, json_object_get(body, c->end)))
         c->failed = 1;
     json_decref(body);
     return c->failed;
@@ -160,10 +164,39 @@ vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *fro
     char k1[512];
     if (snprintf(k1, sizeof k1, "%s:%s", type, from) >= (int)sizeof k1)
         return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);
-    struct targets_ctx c = {json_array(), 0};
+    struct targets_ctx c = {json_array(), "to", 0};
     if (!c.out)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
     struct vg_query q = {.kind = "link", .k1 = k1};
+    vigil_code rc = vg_store_scan(env->store, &q, targets_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    if (rc) {
+        json_decref(c.out);
+        return rc;
+    }
+    *out = c.out;
+    return VIGIL_OK;
+}
+
+/*
+ * The other way: the links of a type to `to`, by k2 ("<type>:<to>"), which both adapters index
+ * for links that are not pointers (SQLite from schema 28). Oldest first, as stored.
+ */
+vigil_code vg_link_sources(struct vg_env *env, const char *type, const char *to, json_t **out,
+                           vigil_error *err)
+{
+    if (link_derived(type))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a %s link follows from the message's prev_id: read the thread instead",
+                       type);
+    char k2[512];
+    if (vg_join(k2, sizeof k2, type, ':', to) < 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "link %s to \"%s\" is too long", type, to);
+    struct targets_ctx c = {json_array(), "from", 0};
+    if (!c.out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    struct vg_query q = {.kind = "link", .k2 = k2};
     vigil_code rc = vg_store_scan(env->store, &q, targets_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");

@@ -404,6 +404,92 @@ TEST(every_record_variant_is_written_read_changed_and_removed)
     test_rt_close(&t);
 }
 
+/* Whether the JSON array of strings holds s. */
+static int holds(const json_t *array, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (array, i, v) {
+        if (strcmp(json_string_value(v), s) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The agent store's reads and writes (seed 003, section 4.1), each through the spine's own
+ * function: a record written and read by id, an agent's records of one type (the store's query
+ * by owner and kind), the agent's state, a thread's newest messages up to a limit, the latest
+ * report of a scope, a link written twice and kept once, and the links of a type read from a
+ * record and to it: the reports citing a message, the tool results that touched a task. On
+ * SQLite and PostgreSQL (agent_test_records_pg).
+ * proves: S3-025
+ * proves: S3-013 (one row per (from, to, type); read from and to by type) */
+TEST(the_agent_store_reads_an_agents_records_and_links_from_and_to_a_record)
+{
+    struct test_rt t;
+    test_rt_open(&t, "records_reads");
+    char id[37], thread[128], m[3][VG_RECORD_ID_MAX], rep[37];
+    create(&t, "reads", NULL, id);
+    snprintf(thread, sizeof thread, "%s:session:r", id);
+    json_t *a = NULL, *st = NULL, *got = NULL;
+    ASSERT_OK(vg_agent_get(t.env, id, &a, NULL, E));
+    ASSERT_STREQ(str(a, "id"), id);
+    json_decref(a);
+    ASSERT_OK(vg_state_get(t.env, id, &st, NULL, E));
+    ASSERT_STREQ(str(st, "agent_id"), id);
+    json_decref(st);
+    for (int i = 0; i < 3; i++) {
+        struct vg_message_in in = {
+            .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "said"};
+        ASSERT_OK(vg_message_append(t.env, &in, m[i], E));
+    }
+    ASSERT_EQ(count(&t, "message", id), 3);
+    ASSERT_OK(vg_message_latest(t.env, id, thread, 2, &got, E));
+    ASSERT_EQ(json_array_size(got), 2);
+    ASSERT_STREQ(str(json_array_get(got, 1), "id"), m[2]);
+    json_decref(got);
+    ASSERT_OK(vg_report_set(t.env, id, "daily", "older", m[0], m[0], NULL, E));
+    ASSERT_OK(vg_report_set(t.env, id, "daily", "newest", m[0], m[1], rep, E));
+    ASSERT_OK(vg_report_current(t.env, id, "daily", &got, E));
+    ASSERT_STREQ(str(got, "markdown"), "newest");
+    json_decref(got);
+
+    /* Links: one row a (type, from, to), however often written. */
+    int64_t links = count(&t, "link", id);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(vg_link_add(t.env, id, "tool_effect", m[1], "task-7", NULL, E));
+        ASSERT_OK(vg_link_add(t.env, id, "tool_effect", m[2], "task-7", NULL, E));
+        ASSERT_OK(vg_link_add(t.env, id, "agent_task", id, "task-7", NULL, E));
+    }
+    ASSERT_EQ(count(&t, "link", id), links + 3);
+    ASSERT_OK(vg_link_sources(t.env, "tool_effect", "task-7", &got, E));
+    ASSERT_EQ(json_array_size(got), 2);
+    ASSERT(holds(got, m[1]) && holds(got, m[2]));
+    json_decref(got);
+    ASSERT_OK(vg_link_sources(t.env, "agent_task", "task-7", &got, E));
+    ASSERT_EQ(json_array_size(got), 1);
+    ASSERT(holds(got, id));
+    json_decref(got);
+    ASSERT_OK(vg_link_sources(t.env, "report_source_span", m[0], &got, E)); /* both reports */
+    ASSERT_EQ(json_array_size(got), 2);
+    ASSERT(holds(got, rep));
+    json_decref(got);
+    ASSERT_OK(vg_link_targets(t.env, "tool_effect", m[1], &got, E));
+    ASSERT_EQ(json_array_size(got), 1);
+    ASSERT(holds(got, "task-7"));
+    json_decref(got);
+    ASSERT_OK(vg_link_remove(t.env, id, "tool_effect", m[1], "task-7", E));
+    ASSERT_OK(vg_link_sources(t.env, "tool_effect", "task-7", &got, E));
+    ASSERT_EQ(json_array_size(got), 1);
+    ASSERT(holds(got, m[2]));
+    json_decref(got);
+    ASSERT_OK(vg_link_sources(t.env, "tool_effect", "task-8", &got, E));
+    ASSERT_EQ(json_array_size(got), 0);
+    json_decref(got);
+    ASSERT_CODE(VIGIL_EINVAL, vg_link_sources(t.env, "message_prev", m[1], &got, NULL));
+    test_rt_close(&t);
+}
+
 /* The agent store's "tables" are kinds of records (docs/internals/STORE.md: one table of typed
  * records, a kind per collection): an agent's agents, states, runtime states, subscriptions,
  * timers, messages, reports, report heads, source references, links and compaction jobs are
@@ -651,6 +737,7 @@ int main(void)
     RUN(records_and_fields_this_vigil_does_not_know_come_back_whole);
     RUN(every_record_variant_is_written_read_changed_and_removed);
     RUN(each_collection_of_the_agent_store_is_a_kind_of_its_own);
+    RUN(the_agent_store_reads_an_agents_records_and_links_from_and_to_a_record);
     RUN(config_slots_and_message_metadata_round_trip_and_survive_upgrades);
     RUN(the_state_keeps_the_last_message_seen_and_the_processed_counters);
     return 0;

@@ -176,6 +176,43 @@ TEST(pg_a_schema_12_databases_ids_read_as_written_after_the_upgrade)
     vg_test_pg_sql("DROP SCHEMA vg_mig_s12 CASCADE");
 }
 
+/* The server's plan of a query (FORMAT JSON, one value). */
+static void pg_plan(const char *sql, char *plan, size_t n)
+{
+    char explain[1024];
+    snprintf(explain, sizeof explain, "EXPLAIN (FORMAT JSON) %s", sql);
+    vg_test_pg_value(explain, plan, n);
+}
+
+/* A link's row is found from either end by type through an index: from (its k1,
+ * "type:from") through records_k1, to (its k2, "type:to") through records_k2, which hold
+ * every row of every kind on PostgreSQL (tests/store/test_sqlite_layout.c has SQLite's).
+ * proves: S3-013 (the from and to indexes, on PostgreSQL) */
+TEST(pg_links_are_found_from_either_end_through_an_index)
+{
+    char uri[1024], plan[8192];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    vg_test_pg_schema_uri("vg_links", 1, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    vg_store_close(s);
+    vg_test_pg_sql("INSERT INTO vg_links.records(kind, id, owner, k1, k2, seq, rev, at, body) "
+                   "SELECT 'link', 'tool_effect|m' || i || '|task-' || (i % 300), 'a', "
+                   "'tool_effect:m' || i, 'tool_effect:task-' || (i % 300), i, 1, 0, '{}' "
+                   "FROM generate_series(1, 20000) AS i;"
+                   "ANALYZE vg_links.records");
+    pg_plan("SELECT id FROM vg_links.records WHERE kind='link' AND k2='tool_effect:task-7' "
+            "ORDER BY seq ASC, id ASC",
+            plan, sizeof plan);
+    ASSERT_CONTAINS(plan, "\"Index Name\": \"records_k2\"");
+    ASSERT(!strstr(plan, "\"Seq Scan\""));
+    pg_plan("SELECT id FROM vg_links.records WHERE kind='link' AND k1='tool_effect:m7' "
+            "ORDER BY seq ASC, id ASC",
+            plan, sizeof plan);
+    ASSERT_CONTAINS(plan, "\"Index Name\": \"records_k1\"");
+    vg_test_pg_sql("DROP SCHEMA vg_links CASCADE");
+}
+
 static int count_hit(void *user, const char *id, double score)
 {
     VG_UNUSED(id);
@@ -281,6 +318,7 @@ int main(void)
     RUN(pg_migrations_and_versions);
     RUN(pg_a_schema_12_databases_ids_read_as_written_after_the_upgrade);
     RUN(pg_text_index_limits);
+    RUN(pg_links_are_found_from_either_end_through_an_index);
     RUN(pg_does_not_share_syncs);
     RUN(pg_unreachable);
     return 0;

@@ -66,6 +66,8 @@ static const struct row rows[] = {
     {"link", "l1", "a", "m1", "m2", 1},
     {"link", "l2", "a", "m2", "m3", 2},
     {"link", "l3", "b", "m4", "m5", 3},
+    /* a pointer: its relation leads its keys, its seq stays 0 */
+    {"link", "agent_head_message:a", "a", "agent_head_message:a", "agent_head_message:m7", 0},
     {"journal", "j1", "a", "run-1", "model_call", 1},
     {"journal", "j2", "a", "run-1", "tool_call", 2},
     {"journal", "j3", "b", "run-2", "model_call", 1},
@@ -252,7 +254,7 @@ TEST(upgrade_from_every_version)
          * journal keys and agent change records. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
-                  3);
+                  4);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
                                    "('link', 'agent_lease', 'sync_clock')"),
                   0);
@@ -311,6 +313,13 @@ TEST(upgrade_from_every_version)
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'sync_clock' AND "
                                    "ix <> 32"),
+                  0);
+        /* Schema 28: links are in the k2 index too, but for pointers, whose k2 moves. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_k2 WHERE "
+                                   "kind = 'link' AND ix & 8 AND k2 IN ('m2', 'm3', 'm5')"),
+                  3);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'link' AND ix & 8 "
+                                   "AND k2 = 'agent_head_message:m7'"),
                   0);
         struct vg_record rel = {"agent_lease", "b", "b", "", "", 0, 0, 7, "{\"released\":1}"};
         ASSERT_OK(vg_store_update(s, &rel, 1, E));

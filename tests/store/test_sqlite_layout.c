@@ -201,6 +201,38 @@ static int obs_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* The first column of the first row of a query on the store at path. */
+static int sqlite_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    int v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* SQLite's plan of a query on the store at path, its steps' details joined by ";". */
+static void query_plan(const char *path, const char *sql, char *plan, size_t size)
+{
+    char explain[1024];
+    snprintf(explain, sizeof explain, "EXPLAIN QUERY PLAN %s", sql);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(db, explain, -1, &st, NULL), SQLITE_OK);
+    size_t len = 0;
+    plan[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW && len < size - 1)
+        len += (size_t)snprintf(plan + len, size - len, "%s;",
+                                (const char *)sqlite3_column_text(st, 3));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
 /* An agent's newest observations (what every model call's context reads) are found in an index
  * that leads with the agent: their cost does not grow with other agents' notes. Before schema
  * 10 they were walked out of (kind, k2, seq, id), every agent's notes newest first, and
@@ -234,22 +266,11 @@ TEST(an_agents_observations_are_read_without_walking_other_agents)
     vg_store_close(s);
 
     /* The plan of that query, as the adapter words it for messages (their index bits named). */
-    sqlite3 *db = NULL;
-    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
-    sqlite3_stmt *st = NULL;
-    ASSERT_EQ(sqlite3_prepare_v2(db,
-                                 "EXPLAIN QUERY PLAN SELECT id FROM records WHERE kind='message' "
-                                 "AND ix & 64 AND ix & 128 AND owner='agent-a' AND "
-                                 "k2='observation' ORDER BY seq DESC, id DESC LIMIT 50",
-                                 -1, &st, NULL),
-              SQLITE_OK);
-    char plan[512] = "";
-    size_t len = 0;
-    while (sqlite3_step(st) == SQLITE_ROW && len < sizeof plan - 1)
-        len += (size_t)snprintf(plan + len, sizeof plan - len, "%s;",
-                                (const char *)sqlite3_column_text(st, 3));
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+    char plan[512];
+    query_plan(path,
+               "SELECT id FROM records WHERE kind='message' AND ix & 64 AND ix & 128 AND "
+               "owner='agent-a' AND k2='observation' ORDER BY seq DESC, id DESC LIMIT 50",
+               plan, sizeof plan);
     ASSERT_CONTAINS(plan, "records_agent_k2 (owner=? AND kind=? AND k2=?)");
     ASSERT(!strstr(plan, "TEMP B-TREE"));
 }
@@ -528,6 +549,83 @@ TEST(an_agents_messages_without_a_thread_are_given_as_their_rows_are_read)
     ASSERT(allocs[1] - allocs[0] < 6 * (steps[1] - steps[0]));
 }
 
+static int count_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    ++*(int *)user;
+    return 0;
+}
+
+/* A link's row is found from either end by type: from (its k1, "type:from") through
+ * records_k1, to (its k2, "type:to") through records_k2 (schema 28), so what links to a record
+ * costs an index lookup, not a walk of every link. A pointer (an agent's head message, moved at
+ * every append) stays out of records_k2: its target is its k2, and an entry there would be one
+ * more page each of its moves writes. Its moves are read back all the same.
+ * proves: S3-013 (the from and to indexes; links of one type alone: docs/internals/STORE.md) */
+TEST(links_are_found_from_either_end_and_pointers_stay_out_of_the_to_index)
+{
+    char path[4200], id[64], k1[64], k2[64];
+    snprintf(path, sizeof path, "%s/links.db", vg_test_tmpdir("sqlite_layout_links"));
+    struct vg_store *s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 300; i++) {
+        snprintf(id, sizeof id, "tool_effect|m%03d|task-%d", i, i % 30);
+        snprintf(k1, sizeof k1, "tool_effect:m%03d", i);
+        snprintf(k2, sizeof k2, "tool_effect:task-%d", i % 30);
+        struct vg_record r = {
+            .kind = "link", .id = id, .owner = "a", .k1 = k1, .k2 = k2, .seq = i + 1, .body = "{}"};
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    }
+    struct vg_record head = {.kind = "link",
+                             .id = "agent_head_message:a",
+                             .owner = "a",
+                             .k1 = "agent_head_message:a",
+                             .k2 = "agent_head_message:m000",
+                             .body = "{}"};
+    ASSERT_OK(vg_store_put(s, &head, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    for (int i = 1; i <= 3; i++) { /* the head moves, as at each append */
+        snprintf(k2, sizeof k2, "agent_head_message:m%03d", i);
+        head.k2 = k2;
+        ASSERT_OK(vg_store_update(s, &head, i, E));
+    }
+
+    int to_task = 0, to_head = 0, from_m7 = 0;
+    struct vg_query q_to = {.kind = "link", .k2 = "tool_effect:task-7"};
+    struct vg_query q_head = {.kind = "link", .k2 = "agent_head_message:m003"};
+    struct vg_query q_from = {.kind = "link", .k1 = "tool_effect:m007"};
+    ASSERT_OK(vg_store_scan(s, &q_to, count_cb, &to_task, E));
+    ASSERT_OK(vg_store_scan(s, &q_head, count_cb, &to_head, E));
+    ASSERT_OK(vg_store_scan(s, &q_from, count_cb, &from_m7, E));
+    ASSERT_EQ(to_task, 10);
+    ASSERT_EQ(to_head, 1); /* answered without the index, as any query of a lean kind */
+    ASSERT_EQ(from_m7, 1);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_k2 WHERE "
+                               "kind = 'link' AND ix & 8 AND k2 = 'tool_effect:task-7'"),
+              10);
+    ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'link' AND "
+                               "ix & 8 AND id LIKE 'agent_head_message:%'"),
+              0);
+    /* The plans of both ends' queries, as the adapter words them for links. */
+    char plan[512];
+    query_plan(path,
+               "SELECT id FROM records WHERE kind='link' AND ix & 4 AND ix & 8 AND ix & 32 AND "
+               "k2='tool_effect:task-7' ORDER BY seq ASC, id ASC",
+               plan, sizeof plan);
+    ASSERT_CONTAINS(plan, "records_k2 (kind=? AND k2=?)");
+    ASSERT(!strstr(plan, "TEMP B-TREE"));
+    query_plan(path,
+               "SELECT id FROM records WHERE kind='link' AND ix & 4 AND ix & 32 AND "
+               "k1='tool_effect:m007' ORDER BY seq ASC, id ASC",
+               plan, sizeof plan);
+    ASSERT_CONTAINS(plan, "records_k1 (kind=? AND k1=?)");
+    ASSERT(!strstr(plan, "TEMP B-TREE"));
+}
+
 int main(void)
 {
     RUN(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves);
@@ -537,5 +635,6 @@ int main(void)
     RUN(an_agents_wake_counter_and_the_graphs_stamp_share_a_leaf);
     RUN(a_wakes_insert_writes_two_index_entries);
     RUN(an_agents_messages_without_a_thread_are_given_as_their_rows_are_read);
+    RUN(links_are_found_from_either_end_and_pointers_stay_out_of_the_to_index);
     return 0;
 }

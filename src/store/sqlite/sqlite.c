@@ -312,8 +312,30 @@ static int kind_slot(const char *kind)
     return 0;
 }
 
-/* The kind's index bits in a store at this schema version (5 or later). */
-static int slot_ix(int slot, int schema)
+/*
+ * Schema 28: links are in records_k2 too, so the links to a record of one type ("type:to", k2)
+ * are one indexed scan, as the links from one are through records_k1 (S3-025). Pointer links
+ * are not: their target is their k2 and moves at most commits of a run (an agent's head message
+ * at every append), and an entry there would be one more page each of those commits writes;
+ * they are read by id only. A pointer's k2 begins with its relation, one of these.
+ */
+#define LINKS_TO 28
+static const char *const LINK_POINTERS[] = {
+    "agent_state:", "agent_head_message:", "agent_report_head:"};
+
+/* The k2 of a link whose target moves (a pointer's), in a store where links are in records_k2. */
+static int link_k2_moves(int slot, int schema, const char *k2)
+{
+    if (!slot || schema < LINKS_TO || strcmp(LEAN_KINDS[slot - 1].kind, "link") != 0)
+        return 0;
+    for (size_t i = 0; k2 && i < VG_ARRAY_LEN(LINK_POINTERS); i++)
+        if (strncmp(k2, LINK_POINTERS[i], strlen(LINK_POINTERS[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* The kind's index bits in a store at this schema version (5 or later), before LINKS_TO. */
+static int slot_ix_before_links(int slot, int schema)
 {
     return !slot                                       ? IX_ALL
            : schema >= 25 && LEAN_KINDS[slot - 1].ix25 ? LEAN_KINDS[slot - 1].ix25
@@ -327,6 +349,13 @@ static int slot_ix(int slot, int schema)
                                                        : LEAN_KINDS[slot - 1].ix5;
 }
 
+/* The kind's index bits in a store at this schema version (5 or later). */
+static int slot_ix(int slot, int schema)
+{
+    int ix = slot_ix_before_links(slot, schema);
+    return link_k2_moves(slot, schema, LINK_POINTERS[0]) ? ix | IX_K2 : ix;
+}
+
 /* The kind's k2_only value at this schema version, or NULL. */
 static const char *slot_k2_only(int slot, int schema)
 {
@@ -338,6 +367,8 @@ static int row_ix(int slot, int schema, const char *k2)
 {
     const char *only = slot_k2_only(slot, schema);
     int ix = slot_ix(slot, schema);
+    if (link_k2_moves(slot, schema, k2))
+        return ix & ~IX_K2_BITS;
     return only && strcmp(k2 ? k2 : "", only) != 0 ? ix & ~IX_K2_BITS : ix;
 }
 
@@ -350,6 +381,13 @@ static int query_ix(int slot, int schema, const struct vg_query *q, int *variant
     int ix = slot_ix(slot, schema);
     *variant = 0;
     if (only && !(q->k2 && strcmp(q->k2, only) == 0)) {
+        ix &= ~IX_K2_BITS;
+        *variant = q->k2 != NULL;
+    }
+    /* Links: only a query by a k2 no pointer has may name records_k2, which pointers are not
+     * in; any other reaches them through the kind's other indexes. */
+    if (link_k2_moves(slot, schema, LINK_POINTERS[0]) &&
+        (!q->k2 || link_k2_moves(slot, schema, q->k2))) {
         ix &= ~IX_K2_BITS;
         *variant = q->k2 != NULL;
     }
@@ -500,6 +538,15 @@ static const char *const migrations[] = {
      * and it and its key's index kept two pages of every store (4 KiB each, empty); a new store's
      * first rows take them back. PostgreSQL keeps its own (pg.c). */
     ("DROP TABLE IF EXISTS vigil_meta;"),
+    /* 27: a placeholder (no step) for the step of another branch of session 40, which takes
+     * this number when it is merged. */
+    ("SELECT 1;"),
+    /* 28: links other than pointers join records_k2 (LINKS_TO), so the links to a record are one
+     * indexed scan; the stored rows move in this step. A pointer's k2 begins with its relation,
+     * and no key that begins so is stored as bytes (key.h). */
+    ("UPDATE records SET ix = ix | 8 WHERE kind = 'link' AND NOT ix & 8"
+     "  AND substr(k2, 1, 12) <> 'agent_state:' AND substr(k2, 1, 19) <> 'agent_head_message:'"
+     "  AND substr(k2, 1, 18) <> 'agent_report_head:';"),
 };
 
 /* The schema from which a step's messages may share a row (store/rows.c). */
@@ -1519,7 +1566,13 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
      * the kind holds it) and keeps seq, so only the entries that hold k1 are rewritten
      * (docs/internals/PERF.md, session 26).
      */
-    int ix_variant = narrow_variant(lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
+    int kind_ix = lean ? slot_ix(slot, ss->schema_version) : IX_ALL;
+    /* A link's k2 counts as unindexed here: a pointer's moves at each of its updates and is in
+     * no index (LINKS_TO), so the narrow statement sets it; a stored link's own keeps its value,
+     * and setting it again rewrites its one entry in records_k2 (a removal, which is rare). */
+    if (lean && link_k2_moves(slot, ss->schema_version, LINK_POINTERS[0]))
+        kind_ix &= ~IX_K2_BITS;
+    int ix_variant = narrow_variant(kind_ix);
     int guess = slot && LEAN_KINDS[slot - 1].keys_fixed     ? 3
                 : slot && LEAN_KINDS[slot - 1].status_moves ? ix_variant & 2
                                                             : ix_variant;
