@@ -636,6 +636,30 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
     json_decref(ch);
 }
 
+/*
+ * A message into the run, as seed 001's mapping has it (S1-025): journaled as accepted with who
+ * sent it and what it is, appended to the thread, journaled as delivered to the model.
+ */
+static vigil_code deliver_message(struct vg_env *env, struct vg_run *run,
+                                  const struct vg_journal_message *jm,
+                                  const struct vg_message_in *m, vigil_error *err)
+{
+    struct vg_journal_ack ack;
+    vigil_code rc = vg_journal_message_accept(run, jm, &ack, err);
+    if (!rc)
+        rc = vg_message_append(env, m, NULL, err);
+    if (!rc)
+        rc = vg_journal_message_delivery(run, ack.record_id, "delivered", "model", NULL, err);
+    return rc;
+}
+
+/* A turn an operator's command asked for again (`vigil runs rerun`, `resume`): the seed's
+ * runtime command, which the caller sent. */
+static int operator_command(const char *wake_reason)
+{
+    return wake_reason && (!strcmp(wake_reason, "rerun") || !strcmp(wake_reason, "resume"));
+}
+
 /* The run's input: journaled as accepted, appended to the thread, journaled as delivered. */
 static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *in,
                                struct vg_run *run, vigil_error *err)
@@ -650,15 +674,16 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory accepting input");
     int is_obs = in->input_kind && !strcmp(in->input_kind, "observation");
     int by_daemon = is_obs || (in->input_kind && !strcmp(in->input_kind, "daemon"));
-    /* Who sent it (seed 001's mapping): a person's turn the operator, what vigil built the
-     * daemon, its type the wake delta or the turn's reason (spawn, children, task). */
+    /* Who sent it (seed 001's mapping): a person's turn and an operator's command the operator,
+     * what vigil built the daemon, its type the wake delta, the command or the turn's reason
+     * (spawn, children, task: the daemon's commands). */
     struct vg_journal_message jm = {.source = by_daemon ? "daemon" : "operator",
                                     .message_type = is_obs      ? "wake-delta"
                                                     : by_daemon ? in->wake_reason
-                                                                : "chat",
+                                                    : operator_command(in->wake_reason) ? "command"
+                                                                                        : "chat",
                                     .payload_json = ptext,
                                     .mutates_context = 1};
-    struct vg_journal_ack ack;
     struct vg_message_in m = {.agent_id = in->agent_id,
                               .thread_id = in->thread_id,
                               .kind = is_obs ? VG_MSG_OBSERVATION : VG_MSG_USER,
@@ -666,11 +691,7 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
                               /* a wake's delta is no note of the agent's: never in the notes */
                               .metadata_json = is_obs ? "{\"wake_delta\":true}" : NULL,
                               .run_id = vg_journal_run_id(run)};
-    vigil_code rc = vg_journal_message_accept(run, &jm, &ack, err);
-    if (!rc)
-        rc = vg_message_append(env, &m, NULL, err);
-    if (!rc)
-        rc = vg_journal_message_delivery(run, ack.record_id, "delivered", "model", NULL, err);
+    vigil_code rc = deliver_message(env, run, &jm, &m, err);
     vg_free(ptext);
     return rc;
 }
@@ -890,6 +911,33 @@ static vigil_code journal_approved_call(struct run_state *rs, const json_t *c)
     return phase_end(rs, rc);
 }
 
+/* A system message into the run (a note of append_notes): the system sent it (seed 001's
+ * mapping), so it is journaled as accepted from the system and delivered, with its message. */
+static vigil_code deliver_note(struct run_state *rs, const char *note)
+{
+    if (!note)
+        return VIGIL_OK;
+    json_t *payload = json_pack("{s:s}", "text", note);
+    char *ptext = payload ? vg_json_dump(payload, 0) : NULL;
+    json_decref(payload);
+    vigil_code rc = ptext ? phase_begin(rs)
+                          : VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory journaling a note");
+    if (!rc) {
+        struct vg_journal_message jm = {.source = "system",
+                                        .message_type = "prompt",
+                                        .payload_json = ptext,
+                                        .mutates_context = 1};
+        struct vg_message_in sm = {.agent_id = rs->in.agent_id,
+                                   .thread_id = rs->in.thread_id,
+                                   .kind = VG_MSG_SYSTEM,
+                                   .content = note,
+                                   .run_id = rs->out->run_id};
+        rc = phase_end(rs, deliver_message(rs->env, rs->run, &jm, &sm, &rs->err));
+    }
+    vg_free(ptext);
+    return rc;
+}
+
 /* What was decided while the agent was away (approvals of tool calls and of memory changes)
  * reaches it as system messages. */
 static vigil_code append_notes(struct run_state *rs)
@@ -912,15 +960,10 @@ static vigil_code append_notes(struct run_state *rs)
             return rc;
         for (size_t i = 0; !rc && i < json_array_size(notes); i++) {
             const json_t *item = json_array_get(notes, i);
-            struct vg_message_in sm = {.agent_id = in->agent_id,
-                                       .thread_id = in->thread_id,
-                                       .kind = VG_MSG_SYSTEM,
-                                       .content = json_is_string(item) ? json_string_value(item)
-                                                                       : member_str(item, "note"),
-                                       .run_id = rs->out->run_id};
             rc = journal_approved_call(rs, json_object_get(item, "tool_call"));
-            if (!rc && sm.content)
-                rc = vg_message_append(rs->env, &sm, NULL, &rs->err);
+            if (!rc)
+                rc = deliver_note(rs, json_is_string(item) ? json_string_value(item)
+                                                           : member_str(item, "note"));
         }
         json_decref(notes);
         if (rc)

@@ -1511,9 +1511,115 @@ TEST(compaction_never_delays_or_fails_the_run)
     test_rt_close(&t);
 }
 
+/* An executor whose notes (what was decided while the agent was away) are one system note. */
+static vigil_code one_note(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
+                           json_t **out, vigil_error *err)
+{
+    (void)self, (void)env, (void)ctx, (void)err;
+    *out = json_pack("[s]", "A person approved your call of deploy.");
+    return VIGIL_OK;
+}
+
+/* What the journal of a run says of the messages into it: "SOURCE/TYPE+" for each accepted
+ * message, the "+" when a delivery record names it (delivered to the model). */
+struct sources {
+    json_t *accepted; /* record id -> "source/type" */
+    json_t *delivered;
+    char out[512];
+};
+
+static int sources_cb(void *user, const struct vg_record *r)
+{
+    struct sources *c = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    const char *type = json_string_value(json_object_get(b, "type"));
+    if (type && !strcmp(type, "message.accepted")) {
+        char st[128];
+        snprintf(st, sizeof st, "%s/%s", json_string_value(json_object_get(b, "source")),
+                 json_string_value(json_object_get(b, "message_type")));
+        json_object_set_new(c->accepted, r->id, json_string(st));
+    } else if (type && !strcmp(type, "message.delivery") &&
+               !strcmp(json_string_value(json_object_get(b, "status")), "delivered")) {
+        json_array_append(c->delivered, json_object_get(b, "message_id"));
+    }
+    json_decref(b);
+    return 0;
+}
+
+static const char *run_sources(struct test_rt *t, const char *agent, const char *run_id,
+                               struct sources *c)
+{
+    c->accepted = json_object();
+    c->delivered = json_array();
+    c->out[0] = '\0';
+    struct vg_query q = {.kind = "journal", .owner = agent, .k1 = run_id};
+    ASSERT_OK(vg_journal_scan(t->env->store, &q, sources_cb, c, E));
+    const char *id;
+    json_t *v;
+    json_object_foreach (c->accepted, id, v) {
+        int delivered = 0;
+        size_t i;
+        json_t *d;
+        json_array_foreach (c->delivered, i, d)
+            delivered |= !strcmp(json_string_value(d), id);
+        size_t len = strlen(c->out);
+        snprintf(c->out + len, sizeof c->out - len, "%s%s%s", len ? "," : "", json_string_value(v),
+                 delivered ? "+" : "");
+    }
+    json_decref(c->accepted);
+    json_decref(c->delivered);
+    return c->out;
+}
+
+/* Who sent each message into a run, as seed 001's mapping has it, and its delivery record: a
+ * person's chat turn the operator's, a wake's delta (a prompt vigil built) and a turn the
+ * dispatcher asked for (a daemon's command) the daemon's, a system note (what was decided
+ * while the agent was away) the system's, an operator's command (a re-run) the operator's.
+ * proves: S1-025 */
+TEST(each_message_into_a_run_is_journaled_with_its_source_and_delivery)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_sources");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "sources",
+                 "[{\"response\":{\"text\":\"a\"}},{\"response\":{\"text\":\"b\"}},"
+                 "{\"response\":{\"text\":\"c\"}},{\"response\":{\"text\":\"d\"}}]",
+                 0);
+    struct vg_loop_executor noting = *vg_loop_echo_executor();
+    noting.notes = one_note;
+    static const struct {
+        const char *reason, *kind, *want;
+        int note;
+    } runs[] = {{"user", NULL, "operator/chat+", 0},
+                {"subscription", "observation", "daemon/wake-delta+", 0},
+                {"task", "daemon", "daemon/task+", 0},
+                {"rerun", "user", "operator/command+,system/prompt+", 1}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(runs); i++) {
+        struct vg_loop_input in = base_input(id, thread, m, runs[i].reason);
+        in.wake_reason = runs[i].reason;
+        in.input_kind = runs[i].kind;
+        in.executor = runs[i].note ? &noting : NULL;
+        struct vg_loop_result r;
+        ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+        struct sources c;
+        const char *got = run_sources(&t, id, r.run_id, &c);
+        if (strcmp(got, runs[i].want))
+            TEST_FAIL_("a %s run's messages: %s, not %s", runs[i].reason, got, runs[i].want);
+        vg_loop_result_release(&r);
+    }
+    json_t *msgs = thread_messages(&t, id, thread);
+    ASSERT_STREQ(kind_at(msgs, json_array_size(msgs) - 2), "system"); /* the note, in the thread */
+    json_decref(msgs);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
+    RUN(each_message_into_a_run_is_journaled_with_its_source_and_delivery);
     RUN(reply_without_tools_completes);
     RUN(compaction_never_delays_or_fails_the_run);
     RUN(an_operators_input_is_accepted_appended_then_delivered);
