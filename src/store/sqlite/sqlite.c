@@ -323,12 +323,22 @@ static int kind_slot(const char *kind)
 static const char *const LINK_POINTERS[] = {
     "agent_state:", "agent_head_message:", "agent_report_head:"};
 
+/* The slot of "link" in LEAN_KINDS (sqlite_open checks it): asked at every statement of the
+ * kind's, where a lookup by name cost about 1,000 instructions an agent step. */
+#define LINK_SLOT 3
+
+/* The kind's rows are links in a store where they are in records_k2 (LINKS_TO). */
+static int links_to(int slot, int schema)
+{
+    return slot == LINK_SLOT && schema >= LINKS_TO;
+}
+
 /* The k2 of a link whose target moves (a pointer's), in a store where links are in records_k2. */
 static int link_k2_moves(int slot, int schema, const char *k2)
 {
-    if (!slot || schema < LINKS_TO || strcmp(LEAN_KINDS[slot - 1].kind, "link") != 0)
+    if (!links_to(slot, schema) || !k2)
         return 0;
-    for (size_t i = 0; k2 && i < VG_ARRAY_LEN(LINK_POINTERS); i++)
+    for (size_t i = 0; i < VG_ARRAY_LEN(LINK_POINTERS); i++)
         if (strncmp(k2, LINK_POINTERS[i], strlen(LINK_POINTERS[i])) == 0)
             return 1;
     return 0;
@@ -353,7 +363,7 @@ static int slot_ix_before_links(int slot, int schema)
 static int slot_ix(int slot, int schema)
 {
     int ix = slot_ix_before_links(slot, schema);
-    return link_k2_moves(slot, schema, LINK_POINTERS[0]) ? ix | IX_K2 : ix;
+    return links_to(slot, schema) ? ix | IX_K2 : ix;
 }
 
 /* The kind's k2_only value at this schema version, or NULL. */
@@ -386,8 +396,7 @@ static int query_ix(int slot, int schema, const struct vg_query *q, int *variant
     }
     /* Links: only a query by a k2 no pointer has may name records_k2, which pointers are not
      * in; any other reaches them through the kind's other indexes. */
-    if (link_k2_moves(slot, schema, LINK_POINTERS[0]) &&
-        (!q->k2 || link_k2_moves(slot, schema, q->k2))) {
+    if (links_to(slot, schema) && (!q->k2 || link_k2_moves(slot, schema, q->k2))) {
         ix &= ~IX_K2_BITS;
         *variant = q->k2 != NULL;
     }
@@ -935,6 +944,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
     if (snprintf(ss->path, sizeof ss->path, "%s", uri) >= (int)sizeof ss->path)
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
+    if (strcmp(LEAN_KINDS[LINK_SLOT - 1].kind, "link") != 0)
+        VG_BUG("LINK_SLOT is not the slot of links in LEAN_KINDS");
     ss->read_only = o->read_only;
     ss->cache.off = o->no_record_cache != 0;
     ss->st_scan = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
@@ -1570,7 +1581,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
     /* A link's k2 counts as unindexed here: a pointer's moves at each of its updates and is in
      * no index (LINKS_TO), so the narrow statement sets it; a stored link's own keeps its value,
      * and setting it again rewrites its one entry in records_k2 (a removal, which is rare). */
-    if (lean && link_k2_moves(slot, ss->schema_version, LINK_POINTERS[0]))
+    if (lean && links_to(slot, ss->schema_version))
         kind_ix &= ~IX_K2_BITS;
     int ix_variant = narrow_variant(kind_ix);
     int guess = slot && LEAN_KINDS[slot - 1].keys_fixed     ? 3
