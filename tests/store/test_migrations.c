@@ -314,7 +314,7 @@ TEST(upgrade_from_every_version)
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'sync_clock' AND "
                                    "ix <> 32"),
                   0);
-        /* Schema 28: links are in the k2 index too, but for pointers, whose k2 moves. */
+        /* Schema 27: links are in the k2 index too, but for pointers, whose k2 moves. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_k2 WHERE "
                                    "kind = 'link' AND ix & 8 AND k2 IN ('m2', 'm3', 'm5')"),
                   3);

@@ -557,7 +557,7 @@ static int count_cb(void *user, const struct vg_record *r)
 }
 
 /* A link's row is found from either end by type: from (its k1, "type:from") through
- * records_k1, to (its k2, "type:to") through records_k2 (schema 28), so what links to a record
+ * records_k1, to (its k2, "type:to") through records_k2 (schema 27), so what links to a record
  * costs an index lookup, not a walk of every link. A pointer (an agent's head message, moved at
  * every append) stays out of records_k2: its target is its k2, and an entry there would be one
  * more page each of its moves writes. Its moves are read back all the same.

@@ -313,13 +313,13 @@ static int kind_slot(const char *kind)
 }
 
 /*
- * Schema 28: links are in records_k2 too, so the links to a record of one type ("type:to", k2)
+ * Schema 27: links are in records_k2 too, so the links to a record of one type ("type:to", k2)
  * are one indexed scan, as the links from one are through records_k1 (S3-025). Pointer links
  * are not: their target is their k2 and moves at most commits of a run (an agent's head message
  * at every append), and an entry there would be one more page each of those commits writes;
  * they are read by id only. A pointer's k2 begins with its relation, one of these.
  */
-#define LINKS_TO 28
+#define LINKS_TO 27
 static const char *const LINK_POINTERS[] = {
     "agent_state:", "agent_head_message:", "agent_report_head:"};
 
@@ -547,10 +547,7 @@ static const char *const migrations[] = {
      * and it and its key's index kept two pages of every store (4 KiB each, empty); a new store's
      * first rows take them back. PostgreSQL keeps its own (pg.c). */
     ("DROP TABLE IF EXISTS vigil_meta;"),
-    /* 27: a placeholder (no step) for the step of another branch of session 40, which takes
-     * this number when it is merged. */
-    ("SELECT 1;"),
-    /* 28: links other than pointers join records_k2 (LINKS_TO), so the links to a record are one
+    /* 27: links other than pointers join records_k2 (LINKS_TO), so the links to a record are one
      * indexed scan; the stored rows move in this step. A pointer's k2 begins with its relation,
      * and no key that begins so is stored as bytes (key.h). */
     ("UPDATE records SET ix = ix | 8 WHERE kind = 'link' AND NOT ix & 8"
