@@ -27,8 +27,7 @@ static void setup(struct test_rt *t, const char *name)
 
 static void small_agent(struct test_rt *t, const char *name, char agent[37])
 {
-    vigil_agent_spec spec = {.name = name,
-                             .config_json = "{\"limits\":{\"context_tokens\":4000}}"};
+    vigil_agent_spec spec = {.name = name, .config_json = "{\"limits\":{\"context_tokens\":4000}}"};
     ASSERT_OK(vigil_agent_create(t->rt, &spec, agent, E));
 }
 
@@ -169,7 +168,7 @@ TEST(a_crash_before_the_upkeep_loses_nothing_the_turn_returned)
     test_rt_reopen(&t);
     ASSERT_EQ(completed_runs(&t, agent), due);
     ASSERT_EQ(messages(&t, agent), messages(&t, probe)); /* the same turns, all kept */
-    ASSERT_EQ(jobs(&t, agent), 0); /* the check alone was lost */
+    ASSERT_EQ(jobs(&t, agent), 0);                       /* the check alone was lost */
     turn(&t, agent, due);
     ASSERT_EQ(jobs(&t, agent), 1);
     test_rt_close(&t);
