@@ -62,7 +62,8 @@ static int64_t jobs(vigil_runtime *rt, const char *agent)
 
 /* Six turns pass the budget (the C API's tests: within two to five), whole or streamed: once
  * the daemon has stopped (every turn's upkeep run, after its answer or at the latest as its
- * runtime closes), each agent's thread has its job. */
+ * runtime closes), each agent's thread has its job: a chat turn over HTTP is considered for
+ * compaction after its run and scheduled past its budget. proves: S0-044 */
 TEST(turns_over_http_still_get_their_compaction_check)
 {
     char whole[64], streamed[64];

@@ -109,7 +109,8 @@ TEST(a_deferred_upkeep_runs_once_when_asked)
 }
 
 /* Not asked for, a waiting upkeep is not skipped: the runtime's next turn runs it before its
- * own run, and closing the runtime runs the last one. */
+ * own run, and closing the runtime runs the last one. Deferred or not, compaction is considered
+ * after each run and scheduled once the thread passed its budget. proves: S0-044 */
 TEST(an_upkeep_not_asked_for_runs_at_the_next_turn_or_the_close)
 {
     struct test_rt t;
