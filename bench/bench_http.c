@@ -28,10 +28,11 @@
  * daemon: about 16 to 30 us of CPU a request against the daemon's 30 to 50 (session 23,
  * docs/internals/PERF.md), so it is not what bounds the figure; a leaner client of our own
  * would do the same recv, send and epoll_wait calls a request.
- * Usage: bench_http [SECONDS [PARTS]] (wrk's duration, default 10; PARTS: any of "reads",
- * "chat", "streams", "pairs" (a chat turn in 1,000 pairs of single turns), comma separated,
- * default all but pairs; "pairs" alone skips the blocks). Needs wrk (scripts/deps.sh test)
- * and the built command ($VIGIL_CLI, else the build folder's).
+ * Usage: bench_http [SECONDS [PARTS [PAIRS]]] (wrk's duration, default 10; PARTS: any of
+ * "reads", "chat", "streams", "pairs" (a chat turn in PAIRS pairs of single turns, default
+ * 1,000), comma separated, default all but pairs; "pairs" alone skips the blocks). Needs wrk
+ * (scripts/deps.sh test) and the built command ($VIGIL_CLI, else the build folder's).
+ * BENCH_HTTP_C_DEFER=1: the pairs' C API turns defer their upkeep as the daemon's do (below).
  */
 #include "base/common.h"
 
@@ -46,6 +47,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -597,6 +599,12 @@ static void compare_chat(const char *agent, const char *other, struct block *h, 
  * wait): a short pause after each turn keeps that work in its own turn's figures. */
 #define TURN_PAIRS 1000
 
+static int turn_pairs = TURN_PAIRS; /* bench_http's third argument */
+/* BENCH_HTTP_C_DEFER=1: the C API's turns leave their upkeep (vigil_runtime_defer_upkeep) as
+ * the daemon's do, run after the turn's wall is taken and before its CPU is: both sides'
+ * walls without the upkeep, both sides' CPU with it. Unset: vigil_chat as a program calls it. */
+static int c_defers;
+
 struct turn {
     double wall, cpu, self, daemon;
     double switches, self_switches; /* voluntary ones: the daemon's, this process's */
@@ -632,6 +640,8 @@ static struct turn one_turn(CURL *c, vigil_runtime *rt, const char *agent)
     else
         chat_c(rt, agent, 1);
     t.wall = bench_wall_s() - t0;
+    if (!c && c_defers)
+        vigil_runtime_upkeep(rt);
     t.self = bench_cpu_s() - self0;
     t.self_switches = self_switches() - sw0;
     nanosleep(&pause, NULL); /* not a wait for an event: see above */
@@ -653,30 +663,52 @@ static void print_spread(const char *what, double *v, int n, double scale)
     printf("\n");
 }
 
-/* One figure of the pairs: each side's spread, then the pairs' differences'. */
+/* The 95% confidence interval of the median of n sorted values, from their ranks alone (the
+ * number of values under the median is binomial(n, 1/2)): no assumption about the spread's
+ * shape, which on a shared machine has long tails. */
+static void print_median_ci(const double *sorted, int n, double scale)
+{
+    int half = (int)(0.98 * sqrt((double)n)); /* 1.96 sqrt(n) / 2 */
+    int lo = n / 2 - half - 1, hi = n / 2 + half;
+    if (lo < 0 || hi >= n)
+        return;
+    printf("  %-34s %+8.3f .. %+8.3f\n", "  its median's 95% interval", sorted[lo] * scale,
+           sorted[hi] * scale);
+}
+
+/* One figure of the pairs: each side's spread, then the pairs' differences', with the
+ * interval their median is known to. */
 static void print_pairs(const char *what, const struct turn *h, const struct turn *c, size_t at,
                         double scale)
 {
-    static double hv[TURN_PAIRS], cv[TURN_PAIRS], dv[TURN_PAIRS];
+    int n = turn_pairs;
+    double *hv = vg_malloc(3 * (size_t)n * sizeof *hv), *cv = hv + n, *dv = cv + n;
     char label[64];
-    for (int i = 0; i < TURN_PAIRS; i++) {
+    if (!hv)
+        TEST_FAIL_("out of memory");
+    for (int i = 0; i < n; i++) {
         memcpy(&hv[i], (const char *)&h[i] + at, sizeof(double));
         memcpy(&cv[i], (const char *)&c[i] + at, sizeof(double));
         dv[i] = hv[i] - cv[i];
     }
     snprintf(label, sizeof label, "%s, HTTP", what);
-    print_spread(label, hv, TURN_PAIRS, scale);
+    print_spread(label, hv, n, scale);
     snprintf(label, sizeof label, "%s, C API", what);
-    print_spread(label, cv, TURN_PAIRS, scale);
+    print_spread(label, cv, n, scale);
     snprintf(label, sizeof label, "%s, HTTP adds (pairs)", what);
-    print_spread(label, dv, TURN_PAIRS, scale);
+    print_spread(label, dv, n, scale);
+    print_median_ci(dv, n, scale);
+    vg_free(hv);
 }
 
 static void compare_turns(const char *agent, const char *other)
 {
-    static struct turn h[TURN_PAIRS], c[TURN_PAIRS];
-    static double trip[TURN_PAIRS];
+    int n = turn_pairs;
+    struct turn *h = vg_calloc(2 * (size_t)n, sizeof *h), *c = h ? h + n : NULL;
+    double *trip = vg_calloc((size_t)n, sizeof *trip);
     struct curl_slist *hdr = NULL;
+    if (!h || !trip)
+        TEST_FAIL_("out of memory");
     CURL *client = chat_client(agent, &hdr);
     struct floor_server f = {0};
     floor_start(&f, 600); /* about a whole turn's answer */
@@ -685,9 +717,11 @@ static void compare_turns(const char *agent, const char *other)
     vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
     vigil_runtime *rt = NULL;
     ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    c_defers = getenv("BENCH_HTTP_C_DEFER") && !strcmp(getenv("BENCH_HTTP_C_DEFER"), "1");
+    vigil_runtime_defer_upkeep(rt, c_defers);
     chat_http(client, CHAT_TURNS);
     chat_c(rt, other, CHAT_TURNS);
-    for (int i = 0; i < TURN_PAIRS; i++) {
+    for (int i = 0; i < n; i++) {
         if (i % 2) {
             c[i] = one_turn(NULL, rt, other);
             h[i] = one_turn(client, NULL, agent);
@@ -704,8 +738,8 @@ static void compare_turns(const char *agent, const char *other)
     curl_easy_cleanup(client);
     printf("a chat turn (scripted model): %d pairs of single turns, HTTP and C API alternately "
            "first; ms a turn at the 10th, 25th, 50th, 75th, 90th percentiles (CPU both: the "
-           "daemon's and this process's; CPU bench: this process's, the client or the turn):\n",
-           TURN_PAIRS);
+           "daemon's and this process's; CPU bench: this process's, the client or the turn)%s:\n",
+           n, c_defers ? "; the C API's upkeep deferred, after its wall" : "");
     print_pairs("wall", h, c, offsetof(struct turn, wall), 1e3);
     print_pairs("CPU both", h, c, offsetof(struct turn, cpu), 1e3);
     print_pairs("CPU daemon", h, c, offsetof(struct turn, daemon), 1e3);
@@ -715,7 +749,9 @@ static void compare_turns(const char *agent, const char *other)
     print_pairs("switches", h, c, offsetof(struct turn, switches), 1);
     print_pairs("switches, bench", h, c, offsetof(struct turn, self_switches), 1);
     printf("  the same POST to a server doing nothing (one a pair, keep-alive; ms):\n");
-    print_spread("wall, floor round trip", trip, TURN_PAIRS, 1e3);
+    print_spread("wall, floor round trip", trip, n, 1e3);
+    vg_free(trip);
+    vg_free(h);
 }
 
 /* The floor server answering as many bytes as the daemon's read of agent, loaded alike. */
@@ -742,6 +778,8 @@ int main(int argc, char **argv)
     static int fds[1000];
     int seconds = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10;
     const char *parts = argc > 2 ? argv[2] : "reads,chat,streams";
+    if (argc > 3 && (turn_pairs = (int)strtol(argv[3], NULL, 10)) < 10)
+        TEST_FAIL_("PAIRS: 10 or more");
     char agent[64], other[64], path[256];
     if (!getenv("VIGIL_CLI"))
         setenv("VIGIL_CLI", VIGIL_BINARY_DIR "/vigil", 1);

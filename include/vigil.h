@@ -192,6 +192,21 @@ VIGIL_API void vigil_runtime_read_batch(vigil_runtime *rt, int on);
  * under a lock of the process; 0 leaves it. Every read still sees every commit that finished
  * before it began, from any process. A store without it reads as before. */
 VIGIL_API void vigil_runtime_read_anchor(vigil_runtime *rt, int on);
+/*
+ * A chat turn's upkeep, for a program that answers someone with it (a server): after a turn's
+ * run has closed (its messages, run and outcome durable), vigil_chat checks whether the turn
+ * took its thread past its compaction budget, recording the compaction job if so, and asks the
+ * runtime's compactor for a pass (docs/memory.md). With vigil_runtime_defer_upkeep(rt, 1) the
+ * turns on rt (vigil_chat, vigil_chat_keyed, vigil_chat_many) return without it and leave it
+ * waiting on rt; the program answers, then calls vigil_runtime_upkeep(rt), which runs the one
+ * waiting and returns 1, or returns 0 when none waits. It runs exactly once: a waiting upkeep
+ * that the program did not ask for runs at rt's next turn, before it, or at
+ * vigil_runtime_close. Nothing a turn confirmed waits for it: a crash before it loses only the
+ * check, which the thread's next run makes again. on = 0 (the default) makes turns run it
+ * before they return again; one already waiting still waits.
+ */
+VIGIL_API void vigil_runtime_defer_upkeep(vigil_runtime *rt, int on);
+VIGIL_API int vigil_runtime_upkeep(vigil_runtime *rt);
 
 /* ---- agents ------------------------------------------------------------------------------- */
 

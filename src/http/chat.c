@@ -137,9 +137,9 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
                                .on_tool_done = on_tool_done,
                                .cancel = on_cancel};
     vigil_runtime *rt = vg_rt_pool_take(&h->pool, 1, &err);
+    vigil_runtime_defer_upkeep(rt, 1); /* the turn's upkeep after its last event (vigil.h) */
     rc = rt ? vigil_chat_keyed(rt, j->agent, j->session, j->key, j->text, &cb, &out, &err)
             : err.code;
-    vg_rt_pool_give(&h->pool, rt);
     if (rc)
         stream_event(s, "error", turn_error(rc, &err));
     else if (turn_answered(out)) /* as vigil_chat wrote it: compact, no raw newline */
@@ -149,6 +149,10 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
         stream_event(s, rc ? "error" : "done", v);
     }
     vigil_free(out);
+    vg_http_stream_end(s);
+    vigil_runtime_upkeep(rt);
+    vigil_runtime_defer_upkeep(rt, 0);
+    vg_rt_pool_give(&h->pool, rt);
 }
 
 static void chat_streamed(struct vg_req *r, const char *session, const char *key, const char *text)

@@ -198,6 +198,9 @@ typedef void (*vg_http_stream_fn)(struct vg_http_stream *s, void *arg);
 void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_stream_fn fn,
                           void *arg, void (*free_arg)(void *arg));
 void vg_http_stream_write(struct vg_http_stream *s, const char *text, size_t len);
+/* The stream's last bytes are written: it ends once they are sent, while fn goes on with work
+ * of its own after its answer (a turn's upkeep); nothing more is written to it. */
+void vg_http_stream_end(struct vg_http_stream *s);
 /* Non-zero once the client went away or the server stops: the work should cancel itself. */
 int vg_http_stream_gone(struct vg_http_stream *s);
 /* Whether the client closed conn (its end shut: POLLRDHUP, or reset); conn must be suspended

@@ -120,6 +120,9 @@ static vigil_runtime *thread_runtime(struct vg_rt_pool *p, vigil_error *err)
         p->kept[p->n_kept++] = rt;
         kept.pool = p;
         kept.rt = rt;
+        /* A turn on it answers before its upkeep, which on_completed runs once the answer is
+         * out (vigil.h; docs/internals/PERF.md, session 40). */
+        vigil_runtime_defer_upkeep(rt, 1);
     }
     pthread_mutex_unlock(&p->mu);
     return rt;
@@ -766,8 +769,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         vg_free(p);
         *con_cls = NULL;
     }
-    /* The answer is out: what the request (a whole chat turn's thousands of blocks) freed is
-     * settled now, warm, not at the start of the next request after an idle wait (alloc.h). */
+    /* The answer is out: a turn's upkeep left on the thread's runtime runs now, off the turn's
+     * time, and what the request (a whole chat turn's thousands of blocks) freed is settled
+     * now, warm, not at the start of the next request after an idle wait (alloc.h). */
+    struct vg_http *h = cls;
+    if (kept.pool == &h->pool && kept.rt)
+        vigil_runtime_upkeep(kept.rt);
     vg_alloc_settle_thread();
 }
 

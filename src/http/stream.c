@@ -95,6 +95,13 @@ int vg_http_stream_closed(struct vg_http_stream *s)
     return gone;
 }
 
+void vg_http_stream_end(struct vg_http_stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->done = 1;
+    stream_wake_unlock(s);
+}
+
 static void stream_thread(void *arg)
 {
     struct vg_http_stream *s = arg;

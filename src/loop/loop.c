@@ -1903,6 +1903,7 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
         set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);
     /* Compaction is scheduled, never run here: it must not hold the run up. Its check's reads
      * share one read transaction. */
+    rs->out->context_tokens = rs->in.limits.context_tokens;
     if (rs->in.memory && rs->in.memory->after_run) {
         vg_store_read_batch(env->store, 1);
         rs->in.memory->after_run(rs->in.memory->self, env, rs->in.agent_id, rs->in.thread_id,

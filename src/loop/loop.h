@@ -253,6 +253,9 @@ struct vg_loop_result {
     int scripted;         /* a scripted model answered (label it as such) */
     char stop_reason[64]; /* why a stop happened ("max_steps", "timeout", ...) or "" */
     int closed_with;      /* vg_loop_input.on_close's writes committed with the run's close */
+    /* The run's context budget as resolved (0 when it did not start): what the memory's
+     * after_run is given, for a caller that runs it later (a turn's deferred upkeep). */
+    int64_t context_tokens;
 };
 
 /*

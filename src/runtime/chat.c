@@ -121,6 +121,63 @@ void vg_runtime_after_run_of(vigil_runtime *rt, const char *agent_id, int64_t ep
     vg_memory_loop_embed_pending(rt->memory, 16, NULL, &ignore);
 }
 
+/*
+ * A turn's upkeep (vigil_runtime_defer_upkeep, vigil.h): the compaction check of its thread,
+ * which the loop makes after a run's close, and the compactor asked for a pass. Neither is part
+ * of what the turn confirms (its run, messages and outcome are durable before it returns), so
+ * a caller that answers someone first loses nothing by a crash before it: the thread's next
+ * run checks it again. The check runs as the loop runs it: its reads in one read transaction,
+ * its writes tagged with the agent (vg_loop_run).
+ */
+static void upkeep_run(vigil_runtime *rt)
+{
+    vigil_error ignore = {0};
+    rt->upkeep.due = 0; /* first: nothing it calls can run it again */
+    if (rt->upkeep.check && rt->loop_memory.after_run) {
+        const char *source = rt->env.notify.source;
+        rt->env.notify.source = rt->upkeep.agent_id;
+        vg_store_read_batch(rt->env.store, 1);
+        rt->loop_memory.after_run(rt->loop_memory.self, &rt->env, rt->upkeep.agent_id,
+                                  rt->upkeep.thread_id, rt->upkeep.context_tokens, &ignore);
+        vg_store_read_batch(rt->env.store, 0);
+        rt->env.notify.source = source;
+    }
+    if (rt->upkeep.ask)
+        vg_runtime_compact_soon(rt);
+}
+
+void vigil_runtime_defer_upkeep(vigil_runtime *rt, int on)
+{
+    if (rt)
+        rt->upkeep_deferred = on != 0;
+}
+
+int vigil_runtime_upkeep(vigil_runtime *rt)
+{
+    if (!rt || !rt->upkeep.due)
+        return 0;
+    upkeep_run(rt);
+    return 1;
+}
+
+/* The turn's upkeep, now or left for vigil_runtime_upkeep: check, its run began (the loop did
+ * not check its thread: chat_turn took the check out); ask, the turn succeeded. */
+static void upkeep_after_turn(vigil_runtime *rt, const char *agent_id, const char *thread_id,
+                              int64_t context_tokens, int check, int ask)
+{
+    vigil_runtime_upkeep(rt); /* one left waiting (turns on fibers, vigil_chat_many) goes first */
+    rt->upkeep.check = check;
+    rt->upkeep.ask = ask;
+    rt->upkeep.context_tokens = context_tokens;
+    int fits = snprintf(rt->upkeep.agent_id, sizeof rt->upkeep.agent_id, "%s", agent_id) <
+                   (int)sizeof rt->upkeep.agent_id &&
+               snprintf(rt->upkeep.thread_id, sizeof rt->upkeep.thread_id, "%s", thread_id) <
+                   (int)sizeof rt->upkeep.thread_id;
+    rt->upkeep.due = check || ask;
+    if (rt->upkeep.due && (!rt->upkeep_deferred || !fits))
+        upkeep_run(rt);
+}
+
 vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err)
 {
     vigil_code rc = ensure_model(rt, err);
@@ -370,6 +427,7 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
     if (turn_key && (!*turn_key || strlen(turn_key) > 64 || strchr(turn_key, ':')))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid turn key \"%.80s\": 1 to 64 bytes without ':'",
                        turn_key);
+    vigil_runtime_upkeep(rt);           /* the last turn's, when its caller did not ask for it */
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if ((rc = turn_reads(rt, agent_id, &limits, err)))
         return rc;
@@ -422,6 +480,9 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
         obs.on_tool_done = cb->on_tool_done ? on_tool_done : NULL;
         obs.cancel = cb->cancel ? on_cancel : NULL;
     }
+    /* The thread's compaction check is the turn's upkeep, after it (upkeep_after_turn). */
+    struct vg_loop_memory memory = rt->loop_memory;
+    memory.after_run = NULL;
     struct vg_loop_input in = {.agent_id = agent_id,
                                .thread_id = thread,
                                .run_key = run_key,
@@ -430,7 +491,7 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
                                .model = rt->model,
                                .config = rt->config,
                                .executor = rt->executor,
-                               .memory = &rt->loop_memory,
+                               .memory = &memory,
                                .observer = cb ? &obs : NULL,
                                .fence = chat_fence,
                                .fence_user = &fence,
@@ -445,11 +506,12 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
         rc = turn_outcome(rt, &res, out_json, err);
     if (!rc && turn_key && (res.end == VG_LOOP_COMPLETED || res.end == VG_LOOP_SOFT_STOPPED))
         keep_keyed_outcome(rt, agent_id, run_key, text, *out_json);
-    vg_loop_result_release(&res);
     /* After the turn, and not in its time: what grew past its budget is summarized by the
-     * runtime's compactor, while the caller has the answer already (compactor.c). */
-    if (rc == VIGIL_OK)
-        vg_runtime_compact_soon(rt);
+     * runtime's compactor, while the caller has the answer already (compactor.c); a caller
+     * that asked runs the check and the call itself, once it has answered. */
+    upkeep_after_turn(rt, agent_id, thread, res.context_tokens, res.run_id[0] != '\0',
+                      rc == VIGIL_OK);
+    vg_loop_result_release(&res);
     return rc;
 }
 

@@ -207,6 +207,7 @@ void vigil_runtime_close(vigil_runtime *rt)
 {
     if (!rt)
         return;
+    vigil_runtime_upkeep(rt);      /* a turn's left waiting: never skipped */
     vg_runtime_compactor_stop(rt); /* its pass reads rt's store, config and clock */
     vg_memory_loop_free(rt->memory);
     vg_model_free(rt->model);

@@ -53,6 +53,16 @@ struct vigil_runtime {
     struct vg_store_change_mark kept_counts_marks[2];
     int64_t retention_last_ms;      /* the daemon's last prune (retention.c), 0: none yet */
     struct vg_compactor *compactor; /* compactor.c: started by the first pass asked for */
+    /* vigil_runtime_defer_upkeep (chat.c): turns leave their upkeep for vigil_runtime_upkeep;
+     * what the one waiting owes (due 0: none waits). */
+    int upkeep_deferred;
+    struct {
+        int due;
+        int check; /* its run began: its thread's compaction check is owed */
+        int ask;   /* the turn succeeded: the compactor is to be asked for a pass */
+        int64_t context_tokens;
+        char agent_id[256], thread_id[256];
+    } upkeep;
 };
 
 /* The dispatcher's judge (judge.c): env.task_judge_* set on rt. */
