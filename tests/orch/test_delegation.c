@@ -809,6 +809,68 @@ TEST(a_child_cancelled_while_it_runs_is_charged_the_steps_it_took)
     test_rt_close(&t);
 }
 
+/* A tool whose call is a person pulling the global kill switch. */
+static vigil_code pull_switch(void *user, const vigil_tool_call_info *call, const char *args_json,
+                              char **out, vigil_error *err)
+{
+    (void)user;
+    (void)call;
+    (void)args_json;
+    vigil_code rc = vigil_kill_set(g_rt, NULL, NULL, 1, "incident", err);
+    *out = strdup("{\"result\":\"pulled\"}");
+    return rc ? rc : (*out ? VIGIL_OK : VIGIL_ENOMEM);
+}
+
+static const char *SPAWN_SWITCHED =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"refund 10\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"pull_switch\","
+    "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"The refund is done.\"}},"
+    "{\"response\":{\"text\":\"Noted.\"}}";
+
+/* A child the kill switch stopped ends "completed" with what it had answered, as a budget stop
+ * does (trial F11), and its result says it was stopped and why: it was an empty "completed",
+ * which a parent could not tell from a refund done (trial M4). */
+TEST(a_child_the_kill_switch_stopped_tells_its_parent_so)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37], key[65] = "";
+    int ran = 0;
+    cassette("orch_switched_child", SPAWN_SWITCHED);
+    test_rt_open(&t, "orch_switched_child");
+    g_rt = t.rt;
+    vigil_tool_def d = {.name = "pull_switch",
+                        .description = "Pull the kill switch.",
+                        .input_schema_json = "{\"type\":\"object\"}"};
+    ASSERT_OK(vigil_tool_register(t.rt, &d, pull_switch, NULL, E));
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{\"tools\":[\"pull_switch\"]}", kid);
+    ASSERT_OK(vg_orch_wake_init(&w, t.env, E));
+    user_wake(&w, boss, "Refund it.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 2); /* the parent, then its child, which the switch stopped */
+    struct vg_query q = {.kind = "spawn_child", .owner = boss};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, first_child_cb, key, E));
+    json_t *rec = NULL;
+    ASSERT_OK(vg_orch_child_get(t.env, key, &rec, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "status")), "completed");
+    ASSERT_CONTAINS(json_string_value(json_object_get(rec, "result")),
+                    "[stopped by a kill switch (vigil kill status) before it finished]");
+    json_decref(rec);
+    ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 0, "test", E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1); /* the parent's results wake, held while the switch was on */
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "before it finished]");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* A restart between the parent's run and its children's loses nothing and runs nothing
  * twice: the children are queued wakes, and ending a child twice changes nothing. */
 TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
@@ -1078,6 +1140,7 @@ int main(void)
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
     RUN(a_child_that_spawned_and_then_failed_is_charged_every_step_it_took);
     RUN(a_child_cancelled_while_it_runs_is_charged_the_steps_it_took);
+    RUN(a_child_the_kill_switch_stopped_tells_its_parent_so);
     RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
     RUN(a_childs_model_is_shown_only_the_tools_its_parent_granted);
     RUN(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision);
