@@ -227,15 +227,15 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
 {
     vigil_error err = {0};
     /* A stopped run answered what it could before the stop, as it did before trial F11; its
-     * result says it was stopped and why: "completed" with what it had answered (often
+     * result first says it was stopped and why: "completed" with what it had answered (often
      * nothing) told a parent nothing of a refund the kill switch stopped (trial M4). */
     int ok = outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_STOPPED;
     struct vg_buf stopped;
     vg_buf_init(&stopped, 0);
     if (outcome == VG_WAKE_STOPPED)
-        vg_buf_printf(&stopped, "%s%s[%s before it finished]",
-                      res->final_text ? res->final_text : "",
-                      res->final_text && *res->final_text ? "\n" : "", error_text->data);
+        vg_buf_printf(&stopped, "[%s before it finished]%s%s", error_text->data,
+                      res->final_text && *res->final_text ? "\n" : "",
+                      res->final_text ? res->final_text : ""); /* first: a long result is cut */
     struct vg_orch_outcome o = {.status = cancelled ? "cancelled"
                                           : ok      ? "completed"
                                                     : "failed",
