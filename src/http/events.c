@@ -147,11 +147,13 @@ static int batch_room(struct vg_events *ev)
 /* Queue an event for the log (poller thread only); takes data (owned), kept as its text, which
  * the log and then the ring keep as they are. An event about one thing (a run, message, tool
  * call, approval...) is keyed by its kind and that thing's id, so that several daemons deriving
- * it from one store append it once (vigil_events_append). */
-static void emit(struct vg_events *ev, const char *kind, const char *agent, json_t *data)
+ * it from one store append it once (vigil_events_append). The id is what names the fact the
+ * event tells: the item's own id (item_id), or one the caller makes when the item's id names
+ * something several events tell of (a task's every status, a call's every decision). */
+static void emit_as(struct vg_events *ev, const char *kind, const char *agent, json_t *data,
+                    const char *id)
 {
     char key[200];
-    const char *id = data ? item_id(data) : "";
     snprintf(key, sizeof key, "%s:%s", kind, id);
     int keyed = *id && strlen(id) < 150;
     char *text =
@@ -176,6 +178,11 @@ static void emit(struct vg_events *ev, const char *kind, const char *agent, json
     pthread_mutex_lock(&ev->mu);
     ev->dropped++;
     pthread_mutex_unlock(&ev->mu);
+}
+
+static void emit(struct vg_events *ev, const char *kind, const char *agent, json_t *data)
+{
+    emit_as(ev, kind, agent, data, data ? item_id(data) : "");
 }
 
 /* Into the ring (under ev->mu): the event at position pos, its data text taken. */
@@ -516,7 +523,13 @@ static void spawn_events(struct vg_events *ev, struct tracked_run *t)
         json_object_del(e, "request");
         json_object_set_new(e, "run_id", json_string(t->run_id));
         json_object_set_new(e, "agent_id", json_string(t->agent_id));
-        emit(ev, kind, t->agent_id, e);
+        /* one per request: keyed by the run alone, a call's second decision of a kind was
+         * taken for the first and left out of the log (trial M5) */
+        char id[96];
+        const char *group = json_string_value(json_object_get(d, "group"));
+        snprintf(id, sizeof id, "%s/%lld", group ? group : "",
+                 (long long)json_integer_value(json_object_get(d, "index")));
+        emit_as(ev, kind, t->agent_id, e, id);
     }
     json_decref(run);
 }
@@ -626,7 +639,13 @@ static void poll_tasks(struct vg_events *ev)
         if (ev->baseline_done && (!was || !json_equal(was, st))) {
             json_t *e = json_deep_copy(it);
             json_object_set(e, "previous", was ? was : json_null());
-            emit(ev, "task.status", json_string_value(json_object_get(it, "agent")), e);
+            /* each status a task reaches: keyed by the task alone, every change after its
+             * first was taken for that one and left out of the log (trial M2) */
+            char key[128];
+            snprintf(key, sizeof key, "%s/%s/%lld/%lld", id, json_string_value(st),
+                     (long long)json_integer_value(json_object_get(it, "version")),
+                     (long long)json_integer_value(json_object_get(it, "attempts")));
+            emit_as(ev, "task.status", json_string_value(json_object_get(it, "agent")), e, key);
         }
     }
     json_decref(list);

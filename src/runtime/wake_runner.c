@@ -226,12 +226,22 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                               int cancelled, struct vg_buf *error_text, int *finished)
 {
     vigil_error err = {0};
-    /* A stopped run answered what it could before the stop, as it did before trial F11. */
+    /* A stopped run answered what it could before the stop, as it did before trial F11; its
+     * result first says it was stopped and why: "completed" with what it had answered (often
+     * nothing) told a parent nothing of a refund the kill switch stopped (trial M4). */
     int ok = outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_STOPPED;
+    struct vg_buf stopped;
+    vg_buf_init(&stopped, 0);
+    if (outcome == VG_WAKE_STOPPED)
+        vg_buf_printf(&stopped, "[%s before it finished]%s%s", error_text->data,
+                      res->final_text && *res->final_text ? "\n" : "",
+                      res->final_text ? res->final_text : ""); /* first: a long result is cut */
     struct vg_orch_outcome o = {.status = cancelled ? "cancelled"
                                           : ok      ? "completed"
                                                     : "failed",
-                                .text = ok ? res->final_text : error_text->data,
+                                .text = outcome == VG_WAKE_STOPPED ? stopped.data
+                                        : ok                       ? res->final_text
+                                                                   : error_text->data,
                                 .steps = res->steps,
                                 .tokens = res->input_tokens + res->output_tokens,
                                 .cost_micros = (int64_t)(res->cost_usd * 1e6),
@@ -241,6 +251,7 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
     if (ok && !cancelled && (o.in_doubt = calls_in_doubt(env, job, res)))
         o.job = NULL; /* its task is held, not done: the wake is finished as any other run's */
     vigil_code rc = vg_orch_run_ended(env, job->wake, job->run_key, &o, &err);
+    vg_buf_release(&stopped);
     if (rc)
         vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
                       error_text->len ? "; " : "", err.message);

@@ -192,6 +192,20 @@ int vg_wake_reason_is_turn(const char *reason)
     return 0;
 }
 
+/* Wakes the orchestrator queues (a spawned child's run, a parent's results, a task's run, and
+ * their recovery) have nothing that would queue them again: skipped, the child stays running
+ * and its parent waits for ever, the task holds its slot (trial M1). While their agent is
+ * paused or under a kill switch they wait in the queue, as a sleeping agent's wakes do, and run
+ * once it takes wakes again. A destroyed agent's are skipped. */
+static int waits_for_agent(const char *reason, const char *original, const char *why)
+{
+    if (!why || (strcmp(why, VG_WAKE_SKIP_KILLED) && strcmp(why, VG_WAKE_SKIP_DORMANT)))
+        return 0;
+    const char *r =
+        reason && !strcmp(reason, "recovery") && original && *original ? original : reason;
+    return r && (!strcmp(r, "spawn") || !strcmp(r, "children") || !strcmp(r, "task"));
+}
+
 const char *vg_wake_reason_name(enum vg_wake_reason r)
 {
     static const char *const names[] = {"subscription", "timer", "user", "manual", "recovery"};
@@ -423,7 +437,7 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind
     if (lc == VIGIL_LIFECYCLE_DESTROYED)
         *why = "agent is destroyed";
     else if (lc == VIGIL_LIFECYCLE_DORMANT)
-        *why = "agent is dormant";
+        *why = VG_WAKE_SKIP_DORMANT;
     else if (!of_kind)
         *why = "agent is not of the kind asked for";
     if (!*why && w->kill) {
@@ -569,6 +583,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         result = VG_ENQ_SKIPPED; /* no record: the caller tries another agent */
         goto end;
     }
+    if (waits_for_agent(reason, NULL, why))
+        why = NULL; /* queued: it runs once the agent takes wakes again */
     if (!why && req->reason != VG_REASON_USER) {
         struct find_ctx f;
         if ((rc = find_queued(env, req->agent_id, &f, err)))
@@ -1027,7 +1043,7 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
         why = "agent no longer exists";
         rc = VIGIL_OK;
     }
-    if (rc)
+    if (rc || waits_for_agent(jstr(run, "reason"), jstr(run, "original_reason"), why))
         goto out;
     if (why) {
         if (set_str(run, "status", "skipped", err) || set_str(run, "skip_reason", why, err) ||

@@ -327,6 +327,8 @@ enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKI
 /* A skipped wake's reason when a kill switch stopped it, which callers answer as EKILLED (the
  * same code as a chat turn the switch stopped) rather than as the agent's state. */
 #define VG_WAKE_SKIP_KILLED "kill switch is on"
+/* A skipped wake's reason when its agent is dormant (paused, or after repeated failures). */
+#define VG_WAKE_SKIP_DORMANT "agent is dormant"
 /* The skip reason of a subscription's or timer's wake of an interactive agent. */
 #define VG_WAKE_SKIP_INTERACTIVE "agent is interactive: its subscriptions and timers do not wake it"
 

@@ -8,6 +8,7 @@
 #include "agent/agent.h"
 #include "loop/watch_model.h"
 #include "orch/orch.h"
+#include "orch/orch_int.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
 #include "runtime/wake_runner.h"
@@ -305,6 +306,84 @@ TEST(a_child_cancelled_before_it_starts_ends_for_its_parent)
     ASSERT_CONTAINS(text, "The agents you spawned have finished");
     ASSERT_CONTAINS(text, "cancelled by tester before it started");
     free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static const char *SPAWN_TWO =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"part 0\\\"},"
+    "{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"part 1\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
+    "{\"response\":{\"text\":\"child answer A\"}},{\"response\":{\"text\":\"child answer B\"}},"
+    "{\"response\":{\"text\":\"Both parts are in.\"}}";
+
+static const char *wake_status(struct test_rt *t, const char *key)
+{
+    static char st[16];
+    json_t *run = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "wake_run", key, &run, NULL, E));
+    snprintf(st, sizeof st, "%s", json_string_value(json_object_get(run, "status")));
+    json_decref(run);
+    return st;
+}
+
+static void activate_then_pause(struct test_rt *t, const char *agent)
+{
+    ASSERT_OK(vigil_agent_resume(t->rt, agent, "test", E)); /* created -> active -> dormant */
+    ASSERT_OK(vigil_agent_pause(t->rt, agent, "test", E));
+}
+
+/* The global kill switch pulled in the middle of a fan-out, and the agents paused, hold the
+ * fan-out: the child queued before the switch, the child started while its agent is paused and
+ * the parent's results wake while the parent is paused each wait in the queue and run once
+ * their agent takes wakes again. Skipped, the child stayed running with its parent waiting for
+ * ever, the parent's only slot held (trial M1). */
+TEST(a_kill_switch_or_a_pause_mid_fan_out_holds_the_children_and_they_run_after_it)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], w0[37], w1[37], key[65] = "";
+    int ran = 0;
+    cassette("orch_held_fan_out", SPAWN_TWO);
+    test_rt_open(&t, "orch_held_fan_out");
+    make_agent(&t, "boss",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"max_concurrent\":1}}",
+               boss);
+    make_agent(&t, "w0", "{}", w0);
+    make_agent(&t, "w1", "{}", w1);
+    ASSERT_OK(vg_orch_wake_init(&w, t.env, E)); /* reads the kill switches, as the daemon's */
+    user_wake(&w, boss, "Split the job in two.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    struct vg_query q = {.kind = "spawn_child", .owner = boss, .k1 = "running"};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, first_child_cb, key, E));
+    ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 1, "incident", E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    ASSERT_STREQ(wake_status(&t, key), "queued");
+    ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 0, "test", E));
+    activate_then_pause(&t, w1);
+    ASSERT_OK(vigil_agent_pause(t.rt, boss, "test", E)); /* active since its run */
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1); /* w0; w1's run waits for w1 */
+    ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 1);
+    ASSERT_EQ(count(&t, "wake_run", w1, "queued"), 1);
+    ASSERT_OK(vigil_agent_resume(t.rt, w1, "test", E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1); /* w1; the parent's results wake waits for the parent */
+    ASSERT_EQ(count(&t, "spawn_child", boss, "completed"), 2);
+    ASSERT_EQ(count(&t, "wake_run", boss, "queued"), 1);
+    ASSERT_OK(vigil_agent_resume(t.rt, boss, "test", E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "child answer A");
+    ASSERT_CONTAINS(text, "child answer B");
+    ASSERT_CONTAINS(text, "Both parts are in.");
+    free(text);
+    ASSERT_EQ(count(&t, "wake_run", NULL, "skipped"), 0);
     vg_wake_release(&w);
     test_rt_close(&t);
 }
@@ -730,6 +809,68 @@ TEST(a_child_cancelled_while_it_runs_is_charged_the_steps_it_took)
     test_rt_close(&t);
 }
 
+/* A tool whose call is a person pulling the global kill switch. */
+static vigil_code pull_switch(void *user, const vigil_tool_call_info *call, const char *args_json,
+                              char **out, vigil_error *err)
+{
+    (void)user;
+    (void)call;
+    (void)args_json;
+    vigil_code rc = vigil_kill_set(g_rt, NULL, NULL, 1, "incident", err);
+    *out = strdup("{\"result\":\"pulled\"}");
+    return rc ? rc : (*out ? VIGIL_OK : VIGIL_ENOMEM);
+}
+
+static const char *SPAWN_SWITCHED =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"refund 10\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"pull_switch\","
+    "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"The refund is done.\"}},"
+    "{\"response\":{\"text\":\"Noted.\"}}";
+
+/* A child the kill switch stopped ends "completed" with what it had answered, as a budget stop
+ * does (trial F11), and its result says it was stopped and why: it was an empty "completed",
+ * which a parent could not tell from a refund done (trial M4). */
+TEST(a_child_the_kill_switch_stopped_tells_its_parent_so)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37], key[65] = "";
+    int ran = 0;
+    cassette("orch_switched_child", SPAWN_SWITCHED);
+    test_rt_open(&t, "orch_switched_child");
+    g_rt = t.rt;
+    vigil_tool_def d = {.name = "pull_switch",
+                        .description = "Pull the kill switch.",
+                        .input_schema_json = "{\"type\":\"object\"}"};
+    ASSERT_OK(vigil_tool_register(t.rt, &d, pull_switch, NULL, E));
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{\"tools\":[\"pull_switch\"]}", kid);
+    ASSERT_OK(vg_orch_wake_init(&w, t.env, E));
+    user_wake(&w, boss, "Refund it.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 2); /* the parent, then its child, which the switch stopped */
+    struct vg_query q = {.kind = "spawn_child", .owner = boss};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, first_child_cb, key, E));
+    json_t *rec = NULL;
+    ASSERT_OK(vg_orch_child_get(t.env, key, &rec, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "status")), "completed");
+    ASSERT_CONTAINS(json_string_value(json_object_get(rec, "result")),
+                    "[stopped by a kill switch (vigil kill status) before it finished]");
+    json_decref(rec);
+    ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 0, "test", E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1); /* the parent's results wake, held while the switch was on */
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "before it finished]");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* A restart between the parent's run and its children's loses nothing and runs nothing
  * twice: the children are queued wakes, and ending a child twice changes nothing. */
 TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
@@ -990,6 +1131,7 @@ int main(void)
     RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
     RUN(a_spawn_calls_decisions_are_one_journal_record);
     RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
+    RUN(a_kill_switch_or_a_pause_mid_fan_out_holds_the_children_and_they_run_after_it);
     RUN(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
     RUN(a_childs_long_result_is_kept_cut_where_a_character_ends);
@@ -998,6 +1140,7 @@ int main(void)
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
     RUN(a_child_that_spawned_and_then_failed_is_charged_every_step_it_took);
     RUN(a_child_cancelled_while_it_runs_is_charged_the_steps_it_took);
+    RUN(a_child_the_kill_switch_stopped_tells_its_parent_so);
     RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
     RUN(a_childs_model_is_shown_only_the_tools_its_parent_granted);
     RUN(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision);

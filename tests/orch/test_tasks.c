@@ -1189,6 +1189,57 @@ TEST(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes)
     test_rt_close(&t);
 }
 
+/* One claim by a daemon's wake system, which reads the kill switches: whether it started a run,
+ * and which. */
+static int claim_one(struct test_rt *t, char key[65])
+{
+    struct vg_wake w;
+    struct vg_wake_job job = {0};
+    int got = 0;
+    ASSERT_OK(vg_orch_wake_init(&w, t->env, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    if (got) {
+        snprintf(key, 65, "%s", job.run_key);
+        ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+        vg_wake_job_release(&job);
+    }
+    vg_wake_release(&w);
+    return got;
+}
+
+/* A task whose run was queued before the kill switch went on (a dispatch with no daemon, then
+ * `vigil kill on`, then `vigil serve`), or before its agent was paused, waits in the queue and
+ * runs once the switch is off or the agent resumed: skipped, the task read running for ever and
+ * held its slot, and `vigil status` said all was well (trial M1). */
+TEST(a_tasks_run_queued_before_a_kill_switch_or_a_pause_waits_and_runs_after_it)
+{
+    struct test_rt t;
+    char a[37], w0[37], key[65], ran[65] = "";
+    test_rt_open(&t, "task_held_by_switch");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, w0, "test", E));
+    add(&t, "a", NULL, 0, a);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    run_key_of(&t, a, key);
+    ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 1, "incident", E));
+    ASSERT_EQ(claim_one(&t, ran), 0);
+    ASSERT_STREQ(wake_status(&t, key), "queued");
+    ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 0, "test", E));
+    ASSERT_OK(vigil_agent_pause(t.rt, w0, "migration", E));
+    ASSERT_EQ(claim_one(&t, ran), 0);
+    ASSERT_STREQ(wake_status(&t, key), "queued");
+    ASSERT_STREQ(status(&t, a), "running");
+    ASSERT_OK(vigil_agent_resume(t.rt, w0, "test", E));
+    ASSERT_EQ(claim_one(&t, ran), 1);
+    ASSERT_STREQ(ran, key);
+    complete(t.env, key);
+    ASSERT_STREQ(status(&t, a), "done");
+    test_rt_close(&t);
+}
+
 /* Two runtimes on one store each keep their own view: a task one of them finished counts for
  * the other, whose next run's end then readies what both blocked. */
 /* proves: S2-036 */
@@ -1643,6 +1694,7 @@ int main(void)
     RUN(a_tasks_wake_carries_its_title_and_is_keyed_by_the_task_and_its_attempt);
     RUN(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
+    RUN(a_tasks_run_queued_before_a_kill_switch_or_a_pause_waits_and_runs_after_it);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
     RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);
     RUN(an_agent_whose_kind_changed_between_rounds_gets_no_task_of_its_old_kind);
