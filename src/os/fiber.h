@@ -81,7 +81,7 @@ struct vg_fiber_cpu {
     int64_t start_ns, away_ns;
 };
 void vg_fiber_cpu_begin(struct vg_fiber_cpu *m);
-int64_t vg_fiber_cpu_end(const struct vg_fiber_cpu *m);
+int64_t vg_fiber_cpu_end(const struct vg_fiber_cpu *m); /* once a begin */
 
 /*
  * poll(2) for a fiber: when some of fds are ready now, or timeout_ms is 0, it returns at once;
