@@ -14,10 +14,17 @@
 #             model, so the ends that come in together can be recorded together.
 #
 # Printed: the daemon's CPU (user + system, from /proc) from its "serving" line to the last
-# task done, per task, and the wall time. What it covers: the whole daemon, so each task's run
+# task done, per task, and the wall time; then the dispatcher's own figures from the daemon's
+# /metrics (docs/http.md: vigil_dispatcher_cpu_seconds_total, _run_ends_total, _calls_total):
+# its thread CPU a task's run end (each end's move, what it unblocks, the refill, their
+# commit, the wake's finish; not another fiber's while it waited), and how many ends a call
+# carried (1.00: every end alone; more: ends gathered from a worker's fibers, Session 32). What it covers: the whole daemon, so each task's run
 # of the agent loop (its journal, its one model call) as well as the dispatcher's share (the
 # task's end, the refill's start and wake, their commit); bench_orch measures the dispatcher
 # alone. Not counted: building the graph, the CLI's polling (other processes), the server.
+#
+# BENCH_BUILD=http adds the tasks with POST /v1/tasks on one connection (a daemon serving only
+# HTTP meanwhile) instead of one `vigil task add` process each (3-5 minutes a 1,000 tasks).
 #
 # The daemon is stopped (SIGTERM) at the end, so a BENCH_WRAP tool writes its output.
 #
@@ -98,11 +105,43 @@ else
         [ "$i" -ge 2 ] && [ $((i / 3)) -ne $(((i - 1) / 2)) ] && kids[$((i / 3))]+=" $i"
     done
     b0=$(date +%s)
-    for ((i = TASKS - 1; i >= 0; i--)); do
-        args=()
-        for k in ${kids[$i]:-}; do args+=(--blocks "${id[$k]}"); done
-        id[$i]=$("$VIGIL" task add --title "t$i" --kind worker "${args[@]}" --json | jq -r .id)
-    done
+    if [ "${BENCH_BUILD:-cli}" = http ]; then
+        # POST /v1/tasks on one kept connection (a daemon serving HTTP only meanwhile: the
+        # dispatcher is not started yet, so it starts nothing): 10,000 tasks in minutes.
+        "$VIGIL" serve --workers 1 --listen 127.0.0.1:0 >"$DIR/build.log" 2>&1 &
+        PID=$!
+        for _ in $(seq 600); do grep -q 'HTTP API on' "$DIR/build.log" 2>/dev/null && break; sleep 0.1; done
+        bport=$(sed -n 's/.*HTTP API on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$DIR/build.log" | head -1)
+        python3 - "$bport" "$("$VIGIL" token)" "$TASKS" <<'PY'
+import http.client, json, sys
+port, token, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+kids = {}
+for i in range(1, n):
+    kids.setdefault((i - 1) // 2, []).append(i)
+    if i >= 2 and i // 3 != (i - 1) // 2:
+        kids.setdefault(i // 3, []).append(i)
+c = http.client.HTTPConnection("127.0.0.1", port)
+h = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+ids = {}
+for i in range(n - 1, -1, -1):  # each after what it blocks
+    body = {"title": "t%d" % i, "kind": "worker", "blocks": [ids[k] for k in kids.get(i, [])]}
+    c.request("POST", "/v1/tasks", json.dumps(body), h)
+    r = c.getresponse()
+    data = r.read()
+    if r.status != 201:
+        sys.exit("POST /v1/tasks: %d %s" % (r.status, data[:200]))
+    ids[i] = json.loads(data)["id"]
+PY
+        kill "$PID"
+        wait "$PID" || true
+        PID=
+    else
+        for ((i = TASKS - 1; i >= 0; i--)); do
+            args=()
+            for k in ${kids[$i]:-}; do args+=(--blocks "${id[$k]}"); done
+            id[$i]=$("$VIGIL" task add --title "t$i" --kind worker "${args[@]}" --json | jq -r .id)
+        done
+    fi
     echo "bench_serve_orch: built a DAG of $TASKS tasks in $(($(date +%s) - b0)) s"
     if [ -n "${BENCH_DAG:-}" ]; then
         for f in "$VIGIL_STORE"*; do cp "$f" "$BENCH_DAG${f#"$VIGIL_STORE"}"; done
@@ -112,7 +151,8 @@ fi
 
 # BENCH_WRAP runs the daemon under a tool, e.g. BENCH_WRAP="valgrind --tool=callgrind
 # --collect-atstart=no --toggle-collect=vg_task_runs_ended --callgrind-out-file=cg.out".
-${BENCH_WRAP:-} "$VIGIL" serve --workers "$WORKERS" --runs-per-worker 64 --poll-ms 200 >"$DIR/serve.log" 2>&1 &
+${BENCH_WRAP:-} "$VIGIL" serve --workers "$WORKERS" --runs-per-worker 64 --poll-ms 200 \
+    --listen 127.0.0.1:0 >"$DIR/serve.log" 2>&1 &
 PID=$!
 for _ in $(seq 600); do grep -q serving "$DIR/serve.log" 2>/dev/null && break; sleep 0.1; done
 grep -q serving "$DIR/serve.log" || { echo "bench_serve_orch: the daemon did not start" >&2; cat "$DIR/serve.log" >&2; exit 1; }
@@ -126,6 +166,9 @@ ended() { sqlite3 -cmd ".timeout 5000" "file:$VIGIL_STORE?mode=ro" \
 for _ in $(seq 36000); do [ "$(ended)" -ge "$TASKS" ] && break; sleep 0.1; done
 c1=$(cpu_ticks)
 t1=$(now_ms)
+# The dispatcher's own counters, where an operator reads them (docs/http.md, /metrics).
+port=$(sed -n 's/.*HTTP API on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$DIR/serve.log" | head -1)
+curl -s -H "Authorization: Bearer $("$VIGIL" token)" "http://127.0.0.1:$port/metrics" >"$DIR/metrics" || true
 kill "$PID"
 wait "$PID" || true
 PID=
@@ -136,3 +179,7 @@ awk -v n="$TASKS" -v a="$AGENTS" -v s="$SLOTS" -v w="$WORKERS" -v m="$MODEL" -v 
     printf "bench_serve_orch: %d tasks, %d agents, %d slots, %d workers, model %s\n", n, a, s, w, m
     printf "  daemon CPU %.0f ms: %.1f us a task; wall %d ms: %.2f ms a task\n", cpu * 1000 / tick, cpu * 1e6 / tick / n, wall, wall / n
 }'
+awk '/^vigil_dispatcher_cpu_seconds_total /{c=$2} /^vigil_dispatcher_run_ends_total /{e=$2}
+     /^vigil_dispatcher_calls_total /{k=$2} END {
+    if (e > 0) printf "  /metrics: dispatcher CPU %.1f us a task (%.3f s over %d run ends in %d calls, %.2f ends a call)\n", c * 1e6 / e, c, e, k, e / k
+    else print "  /metrics: no dispatcher counters read" }' "$DIR/metrics"

@@ -23,6 +23,7 @@ struct histogram {
 
 static struct histogram steps, model_calls;
 static _Atomic uint64_t log_syncs, commits, daemon_ticks, worker_wakeups;
+static _Atomic uint64_t dispatcher_cpu_ns, dispatcher_calls, dispatcher_ends;
 static _Atomic int commit_waiters;
 static pthread_mutex_t commit_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t commit_cv; /* on CLOCK_MONOTONIC: see init_commit_cv */
@@ -81,6 +82,23 @@ void vg_stats_daemon_read(struct vg_daemon_counts *out)
 {
     out->ticks = atomic_load_explicit(&daemon_ticks, memory_order_relaxed);
     out->worker_wakeups = atomic_load_explicit(&worker_wakeups, memory_order_relaxed);
+}
+
+void vg_stats_dispatcher_call(int64_t cpu_ns, uint64_t ends)
+{
+    atomic_fetch_add_explicit(&dispatcher_cpu_ns, (uint64_t)(cpu_ns > 0 ? cpu_ns : 0),
+                              memory_order_relaxed);
+    if (!ends)
+        return; /* not a task's run, or its transaction failed: its CPU only */
+    atomic_fetch_add_explicit(&dispatcher_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dispatcher_ends, ends, memory_order_relaxed);
+}
+
+void vg_stats_dispatcher_read(struct vg_dispatcher_counts *out)
+{
+    out->cpu_ns = atomic_load_explicit(&dispatcher_cpu_ns, memory_order_relaxed);
+    out->calls = atomic_load_explicit(&dispatcher_calls, memory_order_relaxed);
+    out->ends = atomic_load_explicit(&dispatcher_ends, memory_order_relaxed);
 }
 
 void vg_stats_committed(void)

@@ -29,4 +29,13 @@ struct vg_daemon_counts {
 };
 void vg_stats_daemon_read(struct vg_daemon_counts *out);
 
+/* The task dispatcher's work on runs' ends (vg_task_runs_ended, src/orch): every call's thread
+ * CPU (not another fiber's while it waited), and the calls that committed ends with their
+ * count (a run that is no task's, or a failed transaction, adds its CPU only). */
+void vg_stats_dispatcher_call(int64_t cpu_ns, uint64_t ends);
+struct vg_dispatcher_counts {
+    uint64_t cpu_ns, calls, ends;
+};
+void vg_stats_dispatcher_read(struct vg_dispatcher_counts *out);
+
 #endif

@@ -174,6 +174,22 @@ static void process_stats(struct vg_buf *b)
                   "# TYPE vigil_daemon_worker_wakeups_total counter\n"
                   "vigil_daemon_worker_wakeups_total %llu\n",
                   (unsigned long long)dc.ticks, (unsigned long long)dc.worker_wakeups);
+    struct vg_dispatcher_counts tc;
+    vg_stats_dispatcher_read(&tc);
+    vg_buf_printf(
+        b,
+        "# HELP vigil_dispatcher_cpu_seconds_total Thread CPU of the task dispatcher "
+        "moving runs' ends on and refilling the slots.\n"
+        "# TYPE vigil_dispatcher_cpu_seconds_total counter\n"
+        "vigil_dispatcher_cpu_seconds_total %.9f\n"
+        "# HELP vigil_dispatcher_run_ends_total Task runs' ends the dispatcher "
+        "recorded.\n"
+        "# TYPE vigil_dispatcher_run_ends_total counter\n"
+        "vigil_dispatcher_run_ends_total %llu\n"
+        "# HELP vigil_dispatcher_calls_total The dispatcher's transactions that "
+        "recorded runs' ends (ends that came together share one).\n"
+        "# TYPE vigil_dispatcher_calls_total counter\nvigil_dispatcher_calls_total %llu\n",
+        (double)tc.cpu_ns / 1e9, (unsigned long long)tc.ends, (unsigned long long)tc.calls);
 }
 
 void vg_http_metrics_route(struct vg_req *r)

@@ -10,6 +10,7 @@
 #include "base/hash.h"
 #include "base/jscan.h"
 #include "base/json.h"
+#include "base/stats.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 #include "os/fiber.h"
@@ -912,8 +913,8 @@ static vigil_code finish_wakes(const struct vg_task_end *ends, size_t n, char (*
     return rc;
 }
 
-vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
-                              size_t n, vigil_error *err)
+static vigil_code runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
+                             size_t n, size_t *recorded, vigil_error *err)
 {
     char(*tasks)[101] = n ? vg_calloc(n, sizeof *tasks) : NULL;
     json_t *judge = json_array();
@@ -954,6 +955,8 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
             rc = vg_task_graph_seal(env, g, err);
         if ((rc = vg_store_end(env->store, rc, err)))
             vg_task_graph_drop(env);
+        else
+            *recorded = found;
         env->notify.source = source;
         for (size_t i = 0; !rc && finishing && i < n; i++)
             if (tasks[i][0] && finishes_wake(&ends[i]))
@@ -965,6 +968,20 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
         vg_wake_release(&own);
     json_decref(judge);
     vg_free(tasks);
+    return rc;
+}
+
+/* Metered for /metrics (docs/http.md): the call's CPU on its own thread and fiber, and the
+ * ends it committed, so an operator reads the dispatcher's CPU a task and how many ends a call
+ * carried. */
+vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
+                              size_t n, vigil_error *err)
+{
+    struct vg_fiber_cpu meter;
+    size_t recorded = 0;
+    vg_fiber_cpu_begin(&meter);
+    vigil_code rc = runs_ended(env, w, ends, n, &recorded, err);
+    vg_stats_dispatcher_call(vg_fiber_cpu_end(&meter), recorded);
     return rc;
 }
 

@@ -76,6 +76,8 @@ struct vg_fiber {
     void *map; /* guard page + stack */
     size_t map_size;
     char *park_frame; /* vg_fiber_park's frame while parked: the stack in use lies above it */
+    int metered;      /* vg_fiber_cpu_begin's open meters: count the thread CPU spent away */
+    int64_t away_ns;  /* the thread's CPU spent on other fibers while this one was switched out */
     void *fake_stack; /* ASan's bookkeeping while switched away */
     void *tsan_fiber; /* TSan's name for it */
 };
@@ -123,14 +125,26 @@ static void make_ready(struct vg_fiber_sched *s, struct vg_fiber *f)
     s->ready_tail = f;
 }
 
-/* Back from a fiber to the scheduler (the fiber's side of the switch). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Back from a fiber to the scheduler (the fiber's side of the switch). A metered fiber reads
+ * the thread's CPU on both sides, so what the others used meanwhile is not charged to it. */
 static void to_scheduler(struct vg_fiber *f, int finished)
 {
     struct vg_fiber_sched *s = f->sched;
+    int64_t left = f->metered ? thread_cpu_ns() : 0;
     __sanitizer_start_switch_fiber(finished ? NULL : &f->fake_stack, s->main_bottom, s->main_size);
     __tsan_switch_to_fiber(s->tsan_main, 0);
     swapcontext(&f->ctx, &s->main_ctx);
     __sanitizer_finish_switch_fiber(f->fake_stack, &s->main_bottom, &s->main_size);
+    if (f->metered)
+        f->away_ns += thread_cpu_ns() - left;
 }
 
 static void trampoline(void)
@@ -415,6 +429,26 @@ int vg_fiber_can_park(void)
 {
     struct vg_fiber_sched *s = running_sched;
     return s && s->current && (!s->may_park || s->may_park(s->may_park_user));
+}
+
+void vg_fiber_cpu_begin(struct vg_fiber_cpu *m)
+{
+    m->fiber = vg_fiber_current();
+    if (m->fiber) {
+        m->fiber->metered++;
+        m->away_ns = m->fiber->away_ns;
+    }
+    m->start_ns = thread_cpu_ns();
+}
+
+int64_t vg_fiber_cpu_end(const struct vg_fiber_cpu *m)
+{
+    int64_t used = thread_cpu_ns() - m->start_ns;
+    if (m->fiber) {
+        used -= m->fiber->away_ns - m->away_ns;
+        m->fiber->metered--;
+    }
+    return used > 0 ? used : 0;
 }
 
 void vg_fiber_park(int64_t deadline_ns)

@@ -71,6 +71,19 @@ void vg_fiber_park(int64_t deadline_ns);
 /* Make a parked fiber ready (on its scheduler's thread; a fiber not parked is left alone). */
 void vg_fiber_wake(struct vg_fiber *f);
 /*
+ * The thread CPU a piece of code used, not counting what other fibers used while it was parked
+ * or yielded in between (the daemon's dispatcher CPU in /metrics: a run's end may wait for its
+ * commit's shared log sync while the worker's other runs go on). Off a fiber it is the thread's
+ * CPU between the two calls. Meters nest; begin and end on the same fiber.
+ */
+struct vg_fiber_cpu {
+    struct vg_fiber *fiber;
+    int64_t start_ns, away_ns;
+};
+void vg_fiber_cpu_begin(struct vg_fiber_cpu *m);
+int64_t vg_fiber_cpu_end(const struct vg_fiber_cpu *m); /* once a begin */
+
+/*
  * poll(2) for a fiber: when some of fds are ready now, or timeout_ms is 0, it returns at once;
  * otherwise the running fiber parks until one is ready or timeout_ms (-1: no limit) has passed,
  * while the other fibers run and the scheduler watches the descriptors with its own I/O.

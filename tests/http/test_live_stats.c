@@ -90,12 +90,69 @@ TEST(events_arrive_without_the_poll)
     close(fd);
 }
 
+/* A task's run ending in the daemon is counted by the dispatcher's counters: one end, one
+ * call, and the CPU it took (docs/http.md). */
+TEST(the_dispatcher_counts_a_tasks_run_end)
+{
+    struct live_resp r;
+    char id[64], path[160];
+    ASSERT_EQ(live_req(&L, "POST", "/v1/agents",
+                       "{\"name\":\"doer\",\"kind\":\"doer\",\"prompt\":\"You do it.\"}", NULL, 1,
+                       &r),
+              200); /* created or updated by name */
+    live_resp_free(&r);
+    char *before = metrics();
+    ASSERT_CONTAINS(before, "# TYPE vigil_dispatcher_cpu_seconds_total counter\n");
+    ASSERT_EQ(
+        live_req(&L, "POST", "/v1/tasks", "{\"title\":\"do it\",\"kind\":\"doer\"}", NULL, 1, &r),
+        201);
+    live_json_str(r.body, "id", id, sizeof id);
+    live_resp_free(&r);
+    ASSERT_EQ(live_req(&L, "POST", "/v1/tasks/dispatch", "{\"slots\":1}", NULL, 1, &r), 200);
+    live_resp_free(&r);
+    /* Until the task is done; 30 s is a safety bound, not a wait. */
+    snprintf(path, sizeof path, "/v1/tasks/%s", id);
+    char st[32] = "";
+    for (int i = 0; i < 3000 && strcmp(st, "done"); i++) {
+        ASSERT_EQ(live_req(&L, "GET", path, NULL, NULL, 1, &r), 200);
+        live_json_str(r.body, "status", st, sizeof st);
+        live_resp_free(&r);
+        if (strcmp(st, "done"))
+            usleep(10000);
+    }
+    ASSERT_STREQ(st, "done");
+    /* The counters move once the end's call returns, just after its commit showed it done. */
+    char *after = metrics();
+    for (int i = 0; i < 3000 && sample(after, "vigil_dispatcher_run_ends_total") ==
+                                    sample(before, "vigil_dispatcher_run_ends_total");
+         i++) {
+        free(after);
+        usleep(10000);
+        after = metrics();
+    }
+    ASSERT_EQ((long)(sample(after, "vigil_dispatcher_run_ends_total") -
+                     sample(before, "vigil_dispatcher_run_ends_total")),
+              1);
+    ASSERT_EQ((long)(sample(after, "vigil_dispatcher_calls_total") -
+                     sample(before, "vigil_dispatcher_calls_total")),
+              1);
+    ASSERT(sample(after, "vigil_dispatcher_cpu_seconds_total") >
+           sample(before, "vigil_dispatcher_cpu_seconds_total"));
+    free(before);
+    free(after);
+}
+
 int main(void)
 {
     static const char *const slow_poll[] = {"--events-poll-ms", "60000", NULL};
     live_start(&L, "http-live-stats", slow_poll);
     RUN(histograms_count_the_turns);
     RUN(events_arrive_without_the_poll);
+    /* A task's run ends through the dispatcher with the agent loop's runner (the daemon's
+     * own), not the tests' echo runner the helper gives by default. */
+    setenv("VIGIL_LIVE_RUNNER", "loop", 1);
+    live_restart(&L, slow_poll);
+    RUN(the_dispatcher_counts_a_tasks_run_end);
     live_stop(&L);
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "base/stats.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 #include "os/fiber.h"
@@ -554,6 +555,59 @@ TEST(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transactio
     complete(t.env, kc);
     ASSERT_STREQ(status(&t, c), "done");
     ASSERT_EQ(stamp_rev(&t), before + 2);
+    vg_fiber_sched_free(sched);
+    for (int i = 0; i < 2; i++)
+        vg_wake_job_release(&job[i]);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* /metrics' dispatcher counters (docs/http.md): the ends that came together count as one call
+ * of two ends, an end alone as a call of one, and each call's CPU is added. The counters are the
+ * process's: this test reads how much they moved. */
+TEST(the_dispatcher_counts_its_calls_the_ends_they_recorded_and_its_cpu)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct vg_fiber_sched *sched = NULL;
+    char a[37], b[37], c[37], w0[37], w1[37], kc[65];
+    test_rt_open(&t, "task_dispatcher_counts");
+    vigil_agent_spec s0 = {.name = "w0", .kind = "worker"}, s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s0, w0, E));
+    ASSERT_OK(vigil_agent_create(t.rt, &s1, w1, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    ASSERT_OK(vg_task_dispatch(t.env, &w, 2, NULL, E)); /* a and b */
+    struct vg_wake_job job[2];
+    struct fiber_end f[2];
+    ASSERT_OK(vg_fiber_sched_new(&sched, E));
+    vg_fiber_sched_set_guard(sched, outside_tx, t.env->store);
+    for (int i = 0; i < 2; i++) {
+        int got = 0;
+        memset(&job[i], 0, sizeof job[i]);
+        ASSERT_OK(vg_wake_claim(&w, &job[i], &got, E));
+        ASSERT_EQ(got, 1);
+        f[i] = (struct fiber_end){&t, &w, job[i].run_key, VIGIL_ERROR};
+        ASSERT_OK(vg_fiber_spawn(sched, end_in_fiber, &f[i], E));
+    }
+    struct vg_dispatcher_counts c0, c1, c2;
+    vg_stats_dispatcher_read(&c0);
+    vg_fiber_sched_run(sched);
+    ASSERT_OK(f[0].rc);
+    ASSERT_OK(f[1].rc);
+    vg_stats_dispatcher_read(&c1);
+    ASSERT_EQ(c1.calls - c0.calls, 1);
+    ASSERT_EQ(c1.ends - c0.ends, 2);
+    ASSERT(c1.cpu_ns > c0.cpu_ns);
+    ASSERT_STREQ(status(&t, c), "running"); /* a freed slot refilled */
+    run_key_of(&t, c, kc);
+    complete(t.env, kc); /* off a fiber: alone */
+    vg_stats_dispatcher_read(&c2);
+    ASSERT_EQ(c2.calls - c1.calls, 1);
+    ASSERT_EQ(c2.ends - c1.ends, 1);
+    ASSERT(c2.cpu_ns > c1.cpu_ns);
     vg_fiber_sched_free(sched);
     for (int i = 0; i < 2; i++)
         vg_wake_job_release(&job[i]);
@@ -1679,6 +1733,7 @@ int main(void)
     RUN(rerunning_the_run_of_an_ended_task_is_refused_naming_task_add);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction);
+    RUN(the_dispatcher_counts_its_calls_the_ends_they_recorded_and_its_cpu);
     RUN(a_tasks_run_end_and_its_wakes_finish_are_one_transaction);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);

@@ -12,6 +12,7 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct trace {
@@ -536,6 +537,60 @@ TEST(a_parked_fiber_keeps_no_page_under_the_one_it_parks_in)
     ASSERT(checked);
 }
 
+static volatile uint64_t burnt; /* kept, so the spin is not optimized away */
+
+/* Spins until the thread has used ms more milliseconds of CPU (work, not a wait). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void burn_cpu_ms(int64_t ms)
+{
+    int64_t until = thread_cpu_ns() + ms * 1000000;
+    while (thread_cpu_ns() < until)
+        for (int i = 0; i < 10000; i++)
+            burnt += (uint64_t)i;
+}
+
+struct metered {
+    int64_t used_ns;
+};
+
+static void metered_yielder(void *arg)
+{
+    struct metered *m = arg;
+    struct vg_fiber_cpu meter;
+    vg_fiber_cpu_begin(&meter);
+    vg_fiber_yield(); /* the burner runs now, on this thread */
+    m->used_ns = vg_fiber_cpu_end(&meter);
+}
+
+static void burner(void *arg)
+{
+    (void)arg;
+    burn_cpu_ms(50);
+}
+
+TEST(a_fibers_cpu_meter_leaves_out_what_others_used_while_it_was_away)
+{
+    struct vg_fiber_sched *s = NULL;
+    struct metered m = {-1};
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    ASSERT_OK(vg_fiber_spawn(s, metered_yielder, &m, E));
+    ASSERT_OK(vg_fiber_spawn(s, burner, NULL, E));
+    struct vg_fiber_cpu whole;
+    vg_fiber_cpu_begin(&whole); /* off a fiber: the thread's CPU */
+    vg_fiber_sched_run(s);
+    int64_t thread_ns = vg_fiber_cpu_end(&whole);
+    vg_fiber_sched_free(s);
+    ASSERT(thread_ns >= 50 * 1000000); /* the burner's 50 ms are the thread's */
+    ASSERT(m.used_ns >= 0);
+    ASSERT(m.used_ns < 25 * 1000000); /* and not the yielder's */
+}
+
 int main(void)
 {
     RUN(a_fiber_polling_a_descriptor_lets_the_others_run);
@@ -550,5 +605,6 @@ int main(void)
     RUN(a_batch_runs_at_once_where_no_fiber_may_park);
     RUN(a_parked_fiber_keeps_only_the_stack_it_parks_in);
     RUN(a_parked_fiber_keeps_no_page_under_the_one_it_parks_in);
+    RUN(a_fibers_cpu_meter_leaves_out_what_others_used_while_it_was_away);
     return 0;
 }
