@@ -67,6 +67,10 @@ struct vg_orch_facts {
     int64_t cost_left;      /* the parent's remaining cost (micro-dollars) after reservations;
                                -1: unlimited */
     int64_t cost_asked;     /* the request's cost budget (micro-dollars); 0: none asked */
+    int64_t tokens_left;    /* the parent's remaining tokens today after reservations; -1:
+                               unlimited */
+    int64_t tokens_asked;   /* the request's token budget; 0: none asked (never denies) */
+    int approval_required;  /* the request's required_approvals: a person approves it first */
     int running_parent, cap_parent; /* the parent's running children, its cap */
     int running_global, cap_global;
 };

@@ -50,7 +50,12 @@ static const char contracts[] =
     "\"ttl_ms\":{\"type\":\"integer\",\"minimum\":1},"
     "\"max_runtime_ms\":{\"type\":\"integer\",\"minimum\":1},"
     "\"max_steps\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":500},"
-    "\"cost_budget_usd\":{\"type\":\"number\",\"minimum\":0}}}}}},"
+    "\"cost_budget_usd\":{\"type\":\"number\",\"minimum\":0},"
+    "\"request_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100},"
+    "\"token_budget\":{\"type\":\"integer\",\"minimum\":1},"
+    "\"required_approvals\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1},"
+    "\"success_criteria\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4000},"
+    "\"on_complete\":{\"enum\":[\"wake_on_all\",\"wake_on_each\",\"none\"]}}}}}},"
     "\"output_schema\":{\"type\":\"object\",\"required\":[\"group\",\"children\"],"
     "\"properties\":{\"group\":{\"type\":\"string\"},\"children\":{\"type\":\"array\"}}},"
     "\"capabilities\":[\"spawn\"],\"risk\":\"medium\"," REASONS
