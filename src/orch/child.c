@@ -402,7 +402,9 @@ static json_t *result_of(json_t *b, const char *run_key)
                   "run_key", run_key, "status", json_object_get(b, "status"), "result",
                   json_object_get(b, "result") ? json_object_get(b, "result") : json_null());
     json_t *crit = json_object_get(req, "success_criteria");
+    json_t *dkey = json_object_get(req, "decision_key");
     int bad = !r || (crit && json_object_set(r, "success_criteria", crit)) ||
+              (dkey && json_object_set(r, "decision_key", dkey)) ||
               json_object_set_new(r, "request_id",
                                   rid ? json_incref(rid)
                                       : json_sprintf("%s:%d",
@@ -449,7 +451,7 @@ static void parent_session(json_t *rec, char *out, size_t n)
 /* The parent's wake with results: every child's of the group (on_complete wake_on_all), or
  * one child's (wake_on_each: its turn names the child's index). */
 static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec, json_t *results,
-                              int each, vigil_error *err)
+                              int each, json_t *arbitration, vigil_error *err)
 {
     char session[128], turn[64], key[65];
     const char *group = json_string_value(json_object_get(rec, "group"));
@@ -471,6 +473,14 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     else
         vg_buf_printf(&b, "The agents you spawned have finished (group %s). Their results: %s",
                       group, list ? list : "[]");
+    if (json_array_size(arbitration)) { /* S0-142: arbitrate.c */
+        char *a = vg_json_dumps(arbitration, JSON_COMPACT | JSON_SORT_KEYS);
+        vg_buf_printf(&b,
+                      "\nWhere children answered one decision (decision_key), vigil chose by "
+                      "its arbitration policy: %s",
+                      a ? a : "[]");
+        vg_free(a);
+    }
     vg_free(list);
     char *text = vg_buf_detach(&b, NULL);
     json_t *seed = text ? json_string(text) : NULL;
@@ -531,7 +541,7 @@ static vigil_code finish_alone(struct vg_env *env, struct vg_wake *w, json_t *re
     json_t *results = json_array();
     const char *key = json_string_value(json_object_get(rec, "run_key"));
     vigil_code rc = results && !json_array_append_new(results, result_of(rec, key))
-                        ? wake_parent(env, w, rec, results, 1, err)
+                        ? wake_parent(env, w, rec, results, 1, NULL, err)
                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking a parent");
     json_decref(results);
     return rc;
@@ -557,8 +567,12 @@ vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *r
                                   kept_all_cb, &k, err);
         g.open = k.open;
     }
+    json_t *arbitration = NULL;
+    if (!rc && !g.open && !(arbitration = vg_orch_arbitrate(g.results)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory arbitrating children's results");
     if (!rc && !g.open)
-        rc = wake_parent(env, w, rec, g.results, 0, err);
+        rc = wake_parent(env, w, rec, g.results, 0, arbitration, err);
+    json_decref(arbitration);
     json_decref(g.results);
     return rc;
 }

@@ -95,6 +95,19 @@ vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **ou
 vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
                          struct vg_tool_response *r, vigil_error *err);
 
+/* ---- arbitration (arbitrate.c) ------------------------------------------------------------- */
+
+/*
+ * When children disagree (S0-142): results are a results wake's ({index, status, result,
+ * request_id, decision_key?}, borrowed). For each decision_key that two or more of them name
+ * and at least one answered (completed), a verdict {decision_key, agreed, chosen_index,
+ * chosen_request_id, answer (as compared: trimmed, white space collapsed, ASCII lower case),
+ * votes, voters, policy}: the answer most of them gave, ties to the lowest request index; a
+ * failed or cancelled child has no vote. A new array ([] when no key is shared); NULL when out
+ * of memory. The same results give the same verdicts.
+ */
+json_t *vg_orch_arbitrate(json_t *results);
+
 /* ---- children (child.c) -------------------------------------------------------------------- */
 
 /* The spawn_child record of a run key (*out owned), or ENOTFOUND when the run is no child. */

@@ -55,7 +55,8 @@ static const char contracts[] =
     "\"token_budget\":{\"type\":\"integer\",\"minimum\":1},"
     "\"required_approvals\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1},"
     "\"success_criteria\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4000},"
-    "\"on_complete\":{\"enum\":[\"wake_on_all\",\"wake_on_each\",\"none\"]}}}}}},"
+    "\"on_complete\":{\"enum\":[\"wake_on_all\",\"wake_on_each\",\"none\"]},"
+    "\"decision_key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100}}}}}},"
     "\"output_schema\":{\"type\":\"object\",\"required\":[\"group\",\"children\"],"
     "\"properties\":{\"group\":{\"type\":\"string\"},\"children\":{\"type\":\"array\"}}},"
     "\"capabilities\":[\"spawn\"],\"risk\":\"medium\"," REASONS

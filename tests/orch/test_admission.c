@@ -447,6 +447,66 @@ TEST(a_token_budget_is_admitted_within_the_parents_and_required_approvals_wait_f
     test_rt_close(&t);
 }
 
+/* The verdict of key in verdicts (borrowed), or NULL. */
+static json_t *verdict_of(json_t *verdicts, const char *key)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (verdicts, i, v)
+        if (!strcmp(field(v, "decision_key"), key))
+            return v;
+    return NULL;
+}
+
+/* When children answer one decision differently, the policy picks one from the results alone:
+ * the answer most gave (compared trimmed, white space collapsed, case folded), ties to the
+ * lowest index; a failed child has no vote; a key only one child names is no decision; the
+ * order the results come in changes nothing.
+ * proves: S0-142 */
+TEST(disagreeing_children_are_arbitrated_by_a_fixed_policy)
+{
+    const char *text =
+        "[{\"index\":0,\"status\":\"completed\",\"result\":\"Take the M6\",\"decision_key\":"
+        "\"route\",\"request_id\":\"a\"},"
+        "{\"index\":1,\"status\":\"completed\",\"result\":\" take the  a1 \",\"decision_key\":"
+        "\"route\",\"request_id\":\"b\"},"
+        "{\"index\":2,\"status\":\"completed\",\"result\":\"Take the A1\",\"decision_key\":"
+        "\"route\",\"request_id\":\"c\"},"
+        "{\"index\":3,\"status\":\"failed\",\"result\":\"Take the M6\",\"decision_key\":"
+        "\"route\"},"
+        "{\"index\":5,\"status\":\"completed\",\"result\":\"no\",\"decision_key\":\"go\"},"
+        "{\"index\":4,\"status\":\"completed\",\"result\":\"yes\",\"decision_key\":\"go\"},"
+        "{\"index\":6,\"status\":\"completed\",\"result\":\"OK\",\"decision_key\":\"same\"},"
+        "{\"index\":7,\"status\":\"completed\",\"result\":\"ok\",\"decision_key\":\"same\"},"
+        "{\"index\":8,\"status\":\"completed\",\"result\":\"alone\",\"decision_key\":\"solo\"},"
+        "{\"index\":9,\"status\":\"completed\",\"result\":\"x\"}]";
+    json_t *results = json_loads(text, 0, NULL), *reversed = json_array(), *r;
+    size_t i;
+    ASSERT(results != NULL);
+    json_array_foreach (results, i, r)
+        json_array_insert(reversed, 0, r);
+    json_t *a = vg_orch_arbitrate(results), *b = vg_orch_arbitrate(reversed);
+    ASSERT_EQ(json_array_size(a), 3); /* route, go, same; solo has one voter, 9 no key */
+    json_t *route = verdict_of(a, "route"), *go = verdict_of(a, "go"),
+           *same = verdict_of(a, "same");
+    ASSERT(route && go && same && !verdict_of(a, "solo"));
+    ASSERT_EQ(json_integer_value(json_object_get(route, "chosen_index")), 1);
+    ASSERT_STREQ(field(route, "chosen_request_id"), "b");
+    ASSERT_STREQ(field(route, "answer"), "take the a1");
+    ASSERT_EQ(json_integer_value(json_object_get(route, "votes")), 2);
+    ASSERT_EQ(json_integer_value(json_object_get(route, "voters")), 3);
+    ASSERT(json_is_false(json_object_get(route, "agreed")));
+    ASSERT_EQ(json_integer_value(json_object_get(go, "chosen_index")), 4); /* a tie */
+    ASSERT(json_is_true(json_object_get(same, "agreed")));
+    /* The same verdicts whatever the order of the results. */
+    json_array_foreach (a, i, r)
+        ASSERT(json_equal(r, verdict_of(b, field(r, "decision_key"))));
+    json_decref(a);
+    json_decref(b);
+    json_decref(results);
+    json_decref(reversed);
+}
+
 /* An agent may not spawn itself, and a grant to a tool its own manifest lacks gives nothing. */
 /* proves: S0-146 */
 TEST(a_child_runs_under_its_own_envelope_whatever_the_parent_grants)
@@ -1107,6 +1167,7 @@ int main(void)
     RUN(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
     RUN(a_grant_narrows_the_child_and_never_widens_it);
+    RUN(disagreeing_children_are_arbitrated_by_a_fixed_policy);
     RUN(a_child_never_gets_more_than_its_parents_scopes);
     RUN(a_token_budget_is_admitted_within_the_parents_and_required_approvals_wait_for_a_person);
     RUN(a_spawn_call_records_all_its_decisions_in_one_record);

@@ -1116,6 +1116,49 @@ TEST(on_complete_and_success_criteria_shape_what_the_parent_is_woken_with)
     test_rt_close(&t);
 }
 
+static const char *DISAGREE =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"pick a route\\\","
+    "\\\"decision_key\\\":\\\"route\\\"},{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"pick a "
+    "route\\\",\\\"decision_key\\\":\\\"route\\\"},{\\\"agent\\\":\\\"w2\\\",\\\"goal\\\":"
+    "\\\"pick a route\\\",\\\"decision_key\\\":\\\"route\\\"}]}\"}],\"stop_reason\":"
+    "\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Asked three.\"}},"
+    "{\"response\":{\"text\":\"Take the A1\"}},{\"response\":{\"text\":\"Take the M6\"}},"
+    "{\"response\":{\"text\":\"take the  a1\"}},{\"response\":{\"text\":\"A1 it is.\"}}";
+
+/* Three children answer one decision (decision_key route), two of them alike: the parent's
+ * results wake carries the policy's verdict beside the results, whichever child answered
+ * what. proves: S0-142 */
+TEST(children_that_disagree_on_one_decision_wake_the_parent_with_the_verdict)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[3][37];
+    int ran = 0;
+    cassette("orch_disagree", DISAGREE);
+    test_rt_open(&t, "orch_disagree");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid[0]);
+    make_agent(&t, "w1", "{}", kid[1]);
+    make_agent(&t, "w2", "{}", kid[2]);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Which road?");
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    char *text = thread_text(&t, boss, "s1");
+    const char *verdict = strstr(text, "vigil chose by its arbitration policy");
+    ASSERT(verdict != NULL);
+    ASSERT_CONTAINS(verdict, "\"answer\":\"take the a1\"");
+    ASSERT_CONTAINS(verdict, "\"votes\":2");
+    ASSERT_CONTAINS(verdict, "\"agreed\":false");
+    ASSERT_CONTAINS(text, "A1 it is.");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -1137,5 +1180,6 @@ int main(void)
     RUN(an_unanswered_approval_expires_by_the_sweep_and_the_parent_wakes_with_the_denial);
     RUN(a_childs_token_budget_stops_it_and_its_tokens_are_its_parents);
     RUN(on_complete_and_success_criteria_shape_what_the_parent_is_woken_with);
+    RUN(children_that_disagree_on_one_decision_wake_the_parent_with_the_verdict);
     return 0;
 }
