@@ -114,9 +114,10 @@ static void print_fleet(const json_t *v)
                age_text(num(w, "oldest_queued_age_ms"), age, sizeof age),
                *str(w, "oldest_queued_agent_name") ? str(w, "oldest_queued_agent_name") : "?",
                str(w, "oldest_queued_agent_id"));
-    printf("waiting      %lld approval(s), %lld operation(s) in doubt, %lld memory change(s)\n",
+    printf("waiting      %lld approval(s), %lld operation(s) in doubt, %lld memory change(s), "
+           "%lld task(s) in attention\n",
            (long long)num(v, "approvals_pending"), (long long)num(v, "in_doubt"),
-           (long long)num(v, "memory_pending"));
+           (long long)num(v, "memory_pending"), (long long)num(v, "tasks_attention"));
     if (json_is_object(t))
         printf("next timer   %s, agent %s (%s)\n", str(t, "at"),
                *str(t, "agent_name") ? str(t, "agent_name") : "?", str(t, "agent_id"));

@@ -19,6 +19,19 @@ static void print_children(json_t *kids, int indent)
     }
 }
 
+/* The scopes a decision granted its child (none: it may touch no scoped data), then the line's
+ * end; a decision that granted none (denied, or recorded before session 40) says nothing. */
+static void print_scopes(json_t *scopes)
+{
+    size_t i;
+    json_t *s;
+    if (json_is_array(scopes))
+        printf(", scopes: %s", json_array_size(scopes) ? "" : "none");
+    json_array_foreach (scopes, i, s)
+        printf("%s%s", i ? ", " : "", json_string_value(s) ? json_string_value(s) : "?");
+    putchar('\n');
+}
+
 int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
 {
     vigil_error err = {0};
@@ -50,10 +63,10 @@ int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
         const char *why = json_string_value(json_object_get(d, "reason"));
         int said =
             why && *why && (!verdict || strcmp(why, verdict)); /* not "admitted (admitted)" */
-        printf("decision %s #%lld: %s%s%s%s -> %s\n",
-               json_string_value(json_object_get(d, "group")),
+        printf("decision %s #%lld: %s%s%s%s -> %s", json_string_value(json_object_get(d, "group")),
                (long long)json_integer_value(json_object_get(d, "index")), verdict ? verdict : "?",
                said ? " (" : "", said ? why : "", said ? ")" : "", child ? child : "no child");
+        print_scopes(json_object_get(d, "granted_scopes"));
     }
     json_decref(v);
     return 0;

@@ -336,16 +336,21 @@ VIGIL_API vigil_code vigil_task_add_tagged(vigil_runtime *rt, const char *title,
 VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b,
                                       vigil_error *err);
 /* Tasks as a JSON array, oldest first, optionally of one status (pending, ready, running,
- * done, failed, cancelled or its spelling canceled); each {id, title, kind, status, version,
- * blocks, blocked_by, attempts, agent, run_key, result, reason}. EINVAL for another status. */
+ * attention, done, failed, cancelled or its spelling canceled); each {id, title, kind, status,
+ * version, blocks, blocked_by, attempts, agent, run_key, result, reason}. EINVAL for another
+ * status. */
 VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
                                      vigil_error *err);
 /* How many tasks each stored status has, in the order pending, ready, running, done, failed,
- * cancelled, running also counting the tasks whose run is queued or under way: index counts,
- * no task read (the daemon's event poller reads the task list only when they change). A task
- * counted pending may be listed ready (its blockers are done); a started task stays stored
- * ready or pending until its run ends, so it is counted there and as running. */
-VIGIL_API vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[6], vigil_error *err);
+ * cancelled, attention (VIGIL_TASK_STATUSES of them; attention: a run that completed with a
+ * call in doubt, waiting for a person), running also counting the tasks whose run is queued
+ * or under way: index counts, no task read (the daemon's event poller reads the task list
+ * only when they change). A task counted pending may be listed ready (its blockers are done);
+ * a started task stays stored ready or pending until its run ends, so it is counted there and
+ * as running. (Before session 40 out held 6, without attention.) */
+#define VIGIL_TASK_STATUSES 7
+VIGIL_API vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[VIGIL_TASK_STATUSES],
+                                       vigil_error *err);
 /* The task graph: {"nodes": [{id, title, status, kind, agent}], "edges": [{from, to}]}, an
  * edge "from blocks to" (`vigil task graph --json`, GET /v1/tasks/graph). */
 VIGIL_API vigil_code vigil_task_graph(vigil_runtime *rt, char **out_json, vigil_error *err);

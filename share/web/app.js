@@ -572,7 +572,16 @@ async function viewAgent(root, id) {
 }
 
 // ---- the task graph (GET /v1/tasks, as `vigil task list`) ---------------------------------
-const TASK_ORDER = ['running', 'ready', 'pending', 'failed', 'done', 'cancelled'];
+// attention first: a task whose run completed with a call in doubt waits for a person.
+const TASK_ORDER = ['attention', 'running', 'ready', 'pending', 'failed', 'done', 'cancelled'];
+
+// What a task in attention waits for: the calls of its run a person must answer.
+function inDoubtNote(t) {
+  if (!t.in_doubt) return '';
+  return el('div', { class: 'in-doubt' }, 'In doubt: ' + (t.in_doubt.calls || 0) + ' call(s) of run ' +
+    String(t.in_doubt.run_key || '').slice(0, 16) + '; answer them with ', el('code', {}, 'vigil indoubt list'),
+    ' and ', el('code', {}, 'vigil indoubt resolve'), '.');
+}
 
 async function viewTasks(root) {
   const [tasks, agents] = await Promise.all([api('GET', '/v1/tasks'), api('GET', '/v1/agents?limit=1000&all=1')]);
@@ -590,7 +599,8 @@ async function viewTasks(root) {
       el('table', { class: 'tasks' },
         el('thead', {}, el('tr', {}, ['Task', 'Status', 'Kind', 'Agent', 'Waits for', 'Blocks', 'Attempts'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, g.map((t) => el('tr', { 'data-task': t.id },
-          el('td', {}, el('strong', {}, t.title), el('div', { class: 'muted' }, t.id), t.reason ? el('div', {}, t.reason) : ''),
+          el('td', {}, el('strong', {}, t.title), el('div', { class: 'muted' }, t.id), t.reason ? el('div', {}, t.reason) : '',
+            t.status === 'attention' ? inDoubtNote(t) : ''),
           el('td', {}, badge(t.status)), el('td', {}, t.kind || 'any'),
           el('td', {}, t.agent ? agentLink(t.agent) : el('span', { class: 'muted' }, 'not dispatched')),
           el('td', {}, edge(t.blocked_by)), el('td', {}, edge(t.blocks)), el('td', {}, String(t.attempts || 0))))))))

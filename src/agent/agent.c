@@ -383,6 +383,15 @@ static void agent_names_created(struct vg_env *env, int current, const char *id,
         all->mark = now;
 }
 
+/* The record's top-level allowed_scopes says what its config grants (the gate reads the
+ * config's): a copy, [] when the config names none. 1 when out of memory. */
+static int mirror_scopes(json_t *agent)
+{
+    json_t *s = json_object_get(json_object_get(agent, "config"), "allowed_scopes");
+    return json_object_set_new(agent, "allowed_scopes",
+                               json_is_array(s) ? json_deep_copy(s) : json_array()) != 0;
+}
+
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
                            vigil_error *err)
 {
@@ -428,7 +437,7 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
                   "lifecycle_reason", "schema_version", VG_AGENT_SCHEMA_VERSION);
     state = new_state_body(state_id, id, at);
     runtime = new_runtime_body(id, at);
-    if (!agent || !state || !runtime) {
+    if (!agent || !state || !runtime || mirror_scopes(agent)) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an agent");
         goto out;
     }
@@ -491,9 +500,13 @@ static void upgrade(json_t *agent)
 {
     if (!needs_upgrade(agent))
         return;
-    const char *v = json_string_value(json_object_get(agent, "visibility"));
-    const char *now = !v || !strcmp(v, "internal") ? "project" : vg_agent_visibility_name(v);
-    json_object_set_new(agent, "visibility", json_string(now));
+    int64_t was = json_integer_value(json_object_get(agent, "schema_version"));
+    if (was < 2) {
+        const char *v = json_string_value(json_object_get(agent, "visibility"));
+        const char *now = !v || !strcmp(v, "internal") ? "project" : vg_agent_visibility_name(v);
+        json_object_set_new(agent, "visibility", json_string(now));
+    }
+    (void)mirror_scopes(agent); /* out of memory: it says [] as it did */
     json_object_set_new(agent, "schema_version", json_integer(VG_AGENT_SCHEMA_VERSION));
 }
 
@@ -895,7 +908,8 @@ vigil_code vg_agent_update(struct vg_env *env, const char *agent_id, const json_
     if (json_object_update(agent, (json_t *)fields) ||
         (vis &&
          json_object_set_new(agent, "visibility", json_string(vg_agent_visibility_name(vis)))) ||
-        json_object_set_new(agent, "updated_at", json_string(at))) {
+        json_object_set_new(agent, "updated_at", json_string(at)) || mirror_scopes(agent) ||
+        json_object_set_new(agent, "schema_version", json_integer(VG_AGENT_SCHEMA_VERSION))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
         goto out;
     }

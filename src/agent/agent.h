@@ -119,8 +119,10 @@ vigil_code vg_agent_list_in(struct vg_env *env, const char *lifecycle, const cha
  * listed to people) or internal (hidden from listings unless asked for). It restricts only
  * human and outside surfaces: agents see each other whatever it says. Records of schema 1 used
  * internal (then the default) | public | private; reading a record moves it to schema 2.
+ * Schema 3: the record's top-level allowed_scopes is its config's (records before it always
+ * said []); reading an older record mirrors them.
  */
-#define VG_AGENT_SCHEMA_VERSION 2
+#define VG_AGENT_SCHEMA_VERSION 3
 /* The schema-2 name of a visibility value: public -> external, private -> internal. */
 const char *vg_agent_visibility_name(const char *v);
 /* 1 unless the agent (a record as read) is internal. */

@@ -92,9 +92,9 @@ struct vg_events {
     char forgotten[MAX_TRACKED][40];
     int forgotten_next;
     json_t *approvals, *memory_pending, *indoubt; /* id -> agent, pending at the last poll */
-    json_t *tasks;          /* task id -> status at the last poll (under mu: /metrics reads it) */
-    int64_t task_counts[6]; /* vigil_task_counts when tasks was read */
-    json_t *child_open;     /* a child's run key -> its agent: still running when its run ended */
+    json_t *tasks; /* task id -> status at the last poll (under mu: /metrics reads it) */
+    int64_t task_counts[VIGIL_TASK_STATUSES]; /* vigil_task_counts when tasks was read */
+    json_t *child_open; /* a child's run key -> its agent: still running when its run ended */
     json_t *spawns_by_decision, *children_by_status; /* counters for /metrics (under mu) */
     char *kill_text;
     /* counters for /metrics (under mu) */
@@ -617,7 +617,7 @@ static void poll_tasks(struct vg_events *ev)
 {
     vigil_error err = {0};
     char *text = NULL;
-    int64_t counts[6] = {0};
+    int64_t counts[VIGIL_TASK_STATUSES] = {0};
     if (vigil_task_counts(ev->rt, counts, &err) ||
         (ev->tasks && !memcmp(counts, ev->task_counts, sizeof counts)))
         return;
@@ -1085,7 +1085,8 @@ static void put_usage(struct vg_events *ev, struct vg_buf *b)
  * poll), every status written, 0 included, so a series does not vanish when it empties. */
 static void put_delegation(struct vg_events *ev, struct vg_buf *b)
 {
-    static const char *const statuses[] = {"pending", "ready",  "running",
+    /* attention: a task whose run completed with a call in doubt, held for a person */
+    static const char *const statuses[] = {"pending", "ready",  "running",  "attention",
                                            "done",    "failed", "cancelled"};
     const char *id;
     json_t *st;

@@ -1047,6 +1047,25 @@ static vigil_code stop_for_gate(struct run_state *rs, int *stop)
     return VIGIL_OK;
 }
 
+/* The run's own spending limits (vg_loop_limits.spend_*): reached, the run stops hard, as a
+ * spent daily budget stops it (journaled as a budget refusal). */
+static vigil_code stop_for_spend(struct run_state *rs, int *stop)
+{
+    const struct vg_loop_limits *l = &rs->in.limits;
+    const struct vg_loop_result *o = rs->out;
+    const char *why = l->spend_tokens && o->input_tokens + o->output_tokens >= l->spend_tokens
+                          ? "budget_exceeded:tokens"
+                      : l->spend_cost_micros && (int64_t)(o->cost_usd * 1e6) >= l->spend_cost_micros
+                          ? "budget_exceeded:cost"
+                          : NULL;
+    if (!why)
+        return VIGIL_OK;
+    run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED, why);
+    vg_journal_policy_decision(rs->run, "budget-refusal", NULL, NULL, why, NULL);
+    *stop = 1;
+    return VIGIL_OK;
+}
+
 /* A limit reached turns the run to its soft stop (one more call to summarize, no tools); the
  * extra steps after it spent, the run stops hard. */
 static vigil_code stop_for_limits(struct run_state *rs, int64_t elapsed, int *stop)
@@ -1080,7 +1099,7 @@ static int halted(const struct vg_loop_input *in)
 
 /* Whether the run must end before its next model call (*stop = 1), in this order: canceled,
  * the thread's step cap, the hard timeout, the agent's lifecycle, the executor's gate, the
- * limits. */
+ * run's spending limits, the limits. */
 static vigil_code check_before_call(struct run_state *rs, int *stop)
 {
     const struct vg_loop_input *in = &rs->in;
@@ -1107,7 +1126,8 @@ static vigil_code check_before_call(struct run_state *rs, int *stop)
         return VIGIL_OK;
     }
     *stop = 0;
-    if ((rc = stop_for_lifecycle(rs, stop)) || *stop || (rc = stop_for_gate(rs, stop)) || *stop)
+    if ((rc = stop_for_lifecycle(rs, stop)) || *stop || (rc = stop_for_gate(rs, stop)) || *stop ||
+        (rc = stop_for_spend(rs, stop)) || *stop)
         return rc;
     return stop_for_limits(rs, elapsed, stop);
 }

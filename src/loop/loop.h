@@ -174,6 +174,13 @@ struct vg_loop_limits {
      * (config model.context_window, else known from the model id, else 128k: 102400). */
     int64_t context_tokens;
     int max_tokens; /* per model call; 0: the provider default */
+    /* What the run may spend (a spawned child's token_budget and cost_budget_usd, less what
+     * its earlier runs spent): once its answered calls reach either, the run stops hard before
+     * its next model call, as when a daily budget is spent (stop reason budget_exceeded:tokens
+     * or budget_exceeded:cost). Tokens count input and output. 0: no limit; negative: spent
+     * already (the run stops before its first model call). */
+    int64_t spend_tokens;
+    int64_t spend_cost_micros;
 };
 
 /* ---- one run ------------------------------------------------------------------------------ */

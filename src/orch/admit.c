@@ -49,11 +49,14 @@ enum vg_orch_verdict vg_orch_admit(const struct vg_orch_facts *f, const char **r
         return deny(reason, "the parent's daily budget is exhausted");
     if (f->cost_left >= 0 && (f->cost_left == 0 || f->cost_asked > f->cost_left))
         return deny(reason, "the child's cost budget exceeds what the parent has left today");
+    if (f->tokens_asked > 0 && f->tokens_left >= 0 && f->tokens_asked > f->tokens_left)
+        return deny(reason, "the child's token budget exceeds what the parent has left today");
     if (f->cooldown_ms > 0 && f->since_last_ms >= 0 && f->since_last_ms < f->cooldown_ms)
         return deny(reason, "cooldown: the parent spawned too recently");
     /* Last of the rules: a person is asked only about a request nothing else denies. */
-    if (f->high_risk && !f->approved) {
-        *reason = "a high-risk child: waits for a person's approval";
+    if ((f->high_risk || f->approval_required) && !f->approved) {
+        *reason = f->high_risk ? "a high-risk child: waits for a person's approval"
+                               : "the request requires a person's approval: waits for it";
         return VG_ORCH_AWAITING_APPROVAL;
     }
     if (f->running_parent >= f->cap_parent || f->running_global >= f->cap_global) {

@@ -22,6 +22,13 @@ static const char *jstr(json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
+/* What the approval is about: a high-risk child, or one whose request requires approval. */
+static const char *what(json_t *child)
+{
+    const char *tier = jstr(json_object_get(child, "request"), "risk_tier");
+    return tier && !strcmp(tier, "high") ? "high-risk child" : "child";
+}
+
 vigil_code vg_orch_approval_ask(struct vg_env *env, json_t *child, vigil_error *err)
 {
     json_t *req = json_object_get(child, "request");
@@ -34,9 +41,12 @@ vigil_code vg_orch_approval_ask(struct vg_env *env, json_t *child, vigil_error *
                   "run_key", jstr(child, "parent_run_key"), "wake_reason", "spawn", "spawn_child",
                   jstr(child, "run_key"), "child_agent", jstr(child, "child_agent"));
     json_t *preview =
-        json_pack("{s:s, s:O, s:O, s:i}", "summary", "start a high-risk child agent", "child_name",
-                  json_object_get(child, "child_name"), "goal", json_object_get(req, "goal"),
-                  "depth", (int)vg_orch_jint(child, "depth"));
+        json_pack("{s:s, s:O, s:O, s:i}", "summary",
+                  strcmp(what(child), "child") ? "start a high-risk child agent"
+                                               : "start a child agent (its request requires "
+                                                 "approval)",
+                  "child_name", json_object_get(child, "child_name"), "goal",
+                  json_object_get(req, "goal"), "depth", (int)vg_orch_jint(child, "depth"));
     vigil_code rc = ask && preview
                         ? vg_approval_request(env, jstr(child, "parent_agent"), op, ask, preview,
                                               ttl > 0 ? ttl : APPROVAL_TTL_MS, id, err)
@@ -82,13 +92,11 @@ static vigil_code admit(struct vg_env *env, struct vg_wake *w, json_t *rec, int6
     if (!rc)
         rc = vg_env_get_json(env, "spawn_child", key, &now, NULL, err);
     const char *st = rc ? NULL : jstr(now, "status");
+    char reason[128];
+    snprintf(reason, sizeof reason, "a person approved this %s%s", what(rec),
+             st && !strcmp(st, "waiting") ? "; it runs when a slot is free" : "");
     if (!rc)
-        rc = record_answer(env, rec, a, 1,
-                           st && !strcmp(st, "waiting")
-                               ? "a person approved this high-risk child; it runs when a slot "
-                                 "is free"
-                               : "a person approved this high-risk child",
-                           err);
+        rc = record_answer(env, rec, a, 1, reason, err);
     json_decref(now);
     return rc;
 }
@@ -101,10 +109,9 @@ static vigil_code deny(struct vg_env *env, struct vg_wake *w, json_t *rec, int64
     const char *st = jstr(a, "status"), *why = jstr(a, "reason");
     if (!strcmp(st, "expired"))
         snprintf(reason, sizeof reason,
-                 "no person answered the approval of this high-risk "
-                 "child before it expired");
+                 "no person answered the approval of this %s before it expired", what(rec));
     else
-        snprintf(reason, sizeof reason, "a person rejected this high-risk child%s%.500s",
+        snprintf(reason, sizeof reason, "a person rejected this %s%s%.500s", what(rec),
                  why ? ": " : "", why ? why : "");
     if (json_object_set_new(rec, "result", json_string(reason)) ||
         json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))))

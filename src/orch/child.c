@@ -169,12 +169,28 @@ struct open_ctx {
     int open;
 };
 
+/* A child whose request says on_complete none is not waited for: its parent is never woken
+ * with its result. (Its canonical request holds the key and value as written here only when
+ * they are the request's own: a quote inside a string is escaped.) */
+static int waited_for(const char *body)
+{
+    return !strstr(body, "\"on_complete\":\"none\"");
+}
+
 static int open_cb(void *user, const struct vg_record *r)
 {
     struct open_ctx *o = user;
     char needle[100];
     snprintf(needle, sizeof needle, "\"parent_run_key\":\"%s\"", o->run_key);
-    return o->open = strstr(r->body, needle) != NULL;
+    return o->open = strstr(r->body, needle) != NULL && waited_for(r->body);
+}
+
+static vigil_code open_kept_cb(void *user, json_t *child, int64_t seq, vigil_error *err)
+{
+    (void)seq;
+    (void)err;
+    *(int *)user |= strcmp(vg_orch_on_complete(child), "none") != 0;
+    return VIGIL_OK;
 }
 
 /* Does the run still have children of its own running or waiting? */
@@ -188,10 +204,10 @@ static vigil_code has_open_children(struct vg_env *env, const char *agent, const
         struct vg_query q = {.kind = "spawn_child", .owner = agent, .k1 = states[i]};
         rc = vg_store_scan(env->store, &q, open_cb, &o, err);
     }
-    int calls = 0; /* a call of the run with a child waiting in it */
+    int calls = 0; /* a call of the run with a child waiting in it, which it waits for */
     if (!rc && !o.open &&
-        !(rc = vg_orch_count(env, "spawn_call", agent, "waiting", run_key, &calls, err)))
-        o.open = calls > 0;
+        !(rc = vg_orch_count(env, "spawn_call", agent, "waiting", run_key, &calls, err)) && calls)
+        rc = vg_orch_waiting_each(env, agent, run_key, open_kept_cb, &o.open, err);
     *open = o.open;
     return rc;
 }
@@ -367,21 +383,54 @@ struct group_ctx {
     int open;
 };
 
+const char *vg_orch_on_complete(json_t *child)
+{
+    const char *s =
+        json_string_value(json_object_get(json_object_get(child, "request"), "on_complete"));
+    return s ? s : "wake_on_all";
+}
+
+/* One child's result as its parent's wake gives it: the request's id (the parent's, else
+ * GROUP:INDEX) and success criteria with it, so the parent can judge it by them. */
+static json_t *result_of(json_t *b, const char *run_key)
+{
+    json_t *req = json_object_get(b, "request");
+    json_t *rid = json_object_get(req, "request_id");
+    json_t *r =
+        json_pack("{s:O, s:O, s:O, s:s, s:O, s:O}", "index", json_object_get(b, "index"), "agent",
+                  json_object_get(b, "child_agent"), "name", json_object_get(b, "child_name"),
+                  "run_key", run_key, "status", json_object_get(b, "status"), "result",
+                  json_object_get(b, "result") ? json_object_get(b, "result") : json_null());
+    json_t *crit = json_object_get(req, "success_criteria");
+    json_t *dkey = json_object_get(req, "decision_key");
+    int bad = !r || (crit && json_object_set(r, "success_criteria", crit)) ||
+              (dkey && json_object_set(r, "decision_key", dkey)) ||
+              json_object_set_new(r, "request_id",
+                                  rid ? json_incref(rid)
+                                      : json_sprintf("%s:%d",
+                                                     json_string_value(json_object_get(b, "group")),
+                                                     (int)vg_orch_jint(b, "index")));
+    if (bad) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
 static int group_cb(void *user, const struct vg_record *r)
 {
     struct group_ctx *g = user;
     json_t *b = json_loads(r->body, 0, NULL);
     if (!b)
         return 0;
+    if (strcmp(vg_orch_on_complete(b), "wake_on_all")) { /* not in the wake on all */
+        json_decref(b);
+        return 0;
+    }
     const char *st = json_string_value(json_object_get(b, "status"));
     if (st && (!strcmp(st, "running") || !strcmp(st, "waiting") || !strcmp(st, "approval")))
         g->open++;
-    json_array_append_new(
-        g->results,
-        json_pack("{s:O, s:O, s:O, s:s, s:O, s:O}", "index", json_object_get(b, "index"), "agent",
-                  json_object_get(b, "child_agent"), "name", json_object_get(b, "child_name"),
-                  "run_key", r->id, "status", json_object_get(b, "status"), "result",
-                  json_object_get(b, "result") ? json_object_get(b, "result") : json_null()));
+    json_array_append_new(g->results, result_of(b, r->id));
     json_decref(b);
     return 0;
 }
@@ -399,9 +448,10 @@ static void parent_session(json_t *rec, char *out, size_t n)
         snprintf(out, n, "spawn-results:%s", json_string_value(json_object_get(rec, "group")));
 }
 
-/* The group is done: the parent's wake, with every child's result. */
+/* The parent's wake with results: every child's of the group (on_complete wake_on_all), or
+ * one child's (wake_on_each: its turn names the child's index). */
 static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec, json_t *results,
-                              vigil_error *err)
+                              int each, json_t *arbitration, vigil_error *err)
 {
     char session[128], turn[64], key[65];
     const char *group = json_string_value(json_object_get(rec, "group"));
@@ -409,12 +459,28 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     parent_session(rec, session, sizeof session);
     if (strlen(session) > 100)
         snprintf(session, sizeof session, "spawn-results:%s", group);
-    snprintf(turn, sizeof turn, "results:%s", group);
+    if (each)
+        snprintf(turn, sizeof turn, "result:%s:%d", group, (int)vg_orch_jint(rec, "index"));
+    else
+        snprintf(turn, sizeof turn, "results:%s", group);
     char *list = vg_json_dumps(results, JSON_COMPACT | JSON_SORT_KEYS);
     struct vg_buf b;
     vg_buf_init(&b, 1 << 20);
-    vg_buf_printf(&b, "The agents you spawned have finished (group %s). Their results: %s", group,
-                  list ? list : "[]");
+    if (each)
+        vg_buf_printf(&b,
+                      "An agent you spawned has finished (group %s, request %d). Its result: %s",
+                      group, (int)vg_orch_jint(rec, "index"), list ? list : "[]");
+    else
+        vg_buf_printf(&b, "The agents you spawned have finished (group %s). Their results: %s",
+                      group, list ? list : "[]");
+    if (json_array_size(arbitration)) { /* S0-142: arbitrate.c */
+        char *a = vg_json_dumps(arbitration, JSON_COMPACT | JSON_SORT_KEYS);
+        vg_buf_printf(&b,
+                      "\nWhere children answered one decision (decision_key), vigil chose by "
+                      "its arbitration policy: %s",
+                      a ? a : "[]");
+        vg_free(a);
+    }
     vg_free(list);
     char *text = vg_buf_detach(&b, NULL);
     json_t *seed = text ? json_string(text) : NULL;
@@ -451,9 +517,41 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     return rc;
 }
 
+struct kept_ctx {
+    const char *group;
+    int open;
+};
+
+/* A child of the group kept in its call, not started, that the wake on all waits for. */
+static vigil_code kept_all_cb(void *user, json_t *child, int64_t seq, vigil_error *err)
+{
+    struct kept_ctx *k = user;
+    const char *g = json_string_value(json_object_get(child, "group"));
+    (void)seq;
+    (void)err;
+    k->open += g && !strcmp(g, k->group) && !strcmp(vg_orch_on_complete(child), "wake_on_all");
+    return VIGIL_OK;
+}
+
+/* A child of on_complete wake_on_each wakes its parent with its own result; none, never. */
+static vigil_code finish_alone(struct vg_env *env, struct vg_wake *w, json_t *rec, vigil_error *err)
+{
+    if (!strcmp(vg_orch_on_complete(rec), "none"))
+        return VIGIL_OK;
+    json_t *results = json_array();
+    const char *key = json_string_value(json_object_get(rec, "run_key"));
+    vigil_code rc = results && !json_array_append_new(results, result_of(rec, key))
+                        ? wake_parent(env, w, rec, results, 1, NULL, err)
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking a parent");
+    json_decref(results);
+    return rc;
+}
+
 vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec,
                                 vigil_error *err)
 {
+    if (strcmp(vg_orch_on_complete(rec), "wake_on_all"))
+        return finish_alone(env, w, rec, err);
     struct group_ctx g = {json_array(), 0};
     struct vg_query q = {.kind = "spawn_child",
                          .owner = json_string_value(json_object_get(rec, "parent_agent")),
@@ -461,10 +559,20 @@ vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *r
     char k1[32];
     vigil_code rc = g.results ? vg_store_scan(env->store, &q, group_cb, &g, err)
                               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
-    if (!rc && !g.open && !(rc = call_k1(env, q.k2, k1, err)))
-        g.open = !strcmp(k1, "waiting"); /* a child of the group waits in its call's record */
+    if (!rc && !g.open && !(rc = call_k1(env, q.k2, k1, err)) && !strcmp(k1, "waiting")) {
+        /* a child of the group waits in its call's record: one the wake on all waits for? */
+        struct kept_ctx k = {q.k2, 0};
+        rc = vg_orch_waiting_each(env, q.owner,
+                                  json_string_value(json_object_get(rec, "parent_run_key")),
+                                  kept_all_cb, &k, err);
+        g.open = k.open;
+    }
+    json_t *arbitration = NULL;
+    if (!rc && !g.open && !(arbitration = vg_orch_arbitrate(g.results)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory arbitrating children's results");
     if (!rc && !g.open)
-        rc = wake_parent(env, w, rec, g.results, err);
+        rc = wake_parent(env, w, rec, g.results, 0, arbitration, err);
+    json_decref(arbitration);
     json_decref(g.results);
     return rc;
 }
@@ -588,6 +696,26 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
     return rc;
 }
 
+/* What the child may still spend, of its request's token and cost budgets: what its earlier
+ * runs spent (the one that spawned, before its children's results came) is taken off; a
+ * budget spent whole leaves -1, so the next run stops before its first model call. */
+static int64_t left_or_spent(int64_t left)
+{
+    return left > 0 ? left : -1;
+}
+
+static void spend_limits(json_t *rec, struct vg_loop_limits *limits)
+{
+    json_t *req = json_object_get(rec, "request"), *spent = json_object_get(rec, "spent");
+    int64_t tokens = vg_orch_jint(req, "token_budget");
+    double usd = json_number_value(json_object_get(req, "cost_budget_usd"));
+    int64_t cost = (int64_t)(usd * 1e6);
+    if (tokens > 0)
+        limits->spend_tokens = left_or_spent(tokens - vg_orch_jint(spent, "tokens"));
+    if (cost > 0)
+        limits->spend_cost_micros = left_or_spent(cost - vg_orch_jint(spent, "cost_micros"));
+}
+
 vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
                                 struct vg_loop_limits *limits, vigil_error *err)
 {
@@ -605,6 +733,7 @@ vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
         limits->max_steps = (int)steps;
     if (ms > 0 && (!limits->timeout_ms || ms < limits->timeout_ms))
         limits->timeout_ms = ms;
+    spend_limits(rec, limits);
     json_decref(rec);
     return VIGIL_OK;
 }

@@ -67,6 +67,10 @@ struct vg_orch_facts {
     int64_t cost_left;      /* the parent's remaining cost (micro-dollars) after reservations;
                                -1: unlimited */
     int64_t cost_asked;     /* the request's cost budget (micro-dollars); 0: none asked */
+    int64_t tokens_left;    /* the parent's remaining tokens today after reservations; -1:
+                               unlimited */
+    int64_t tokens_asked;   /* the request's token budget; 0: none asked (never denies) */
+    int approval_required;  /* the request's required_approvals: a person approves it first */
     int running_parent, cap_parent; /* the parent's running children, its cap */
     int running_global, cap_global;
 };
@@ -90,6 +94,19 @@ vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **ou
  * gets the answer (its tree and its text) and the decisions for the calling run's journal. */
 vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
                          struct vg_tool_response *r, vigil_error *err);
+
+/* ---- arbitration (arbitrate.c) ------------------------------------------------------------- */
+
+/*
+ * When children disagree (S0-142): results are a results wake's ({index, status, result,
+ * request_id, decision_key?}, borrowed). For each decision_key that two or more of them name
+ * and at least one answered (completed), a verdict {decision_key, agreed, chosen_index,
+ * chosen_request_id, answer (as compared: trimmed, white space collapsed, ASCII lower case),
+ * votes, voters, policy}: the answer most of them gave, ties to the lowest request index; a
+ * failed or cancelled child has no vote. A new array ([] when no key is shared); NULL when out
+ * of memory. The same results give the same verdicts.
+ */
+json_t *vg_orch_arbitrate(json_t *results);
 
 /* ---- children (child.c) -------------------------------------------------------------------- */
 

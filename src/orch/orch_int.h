@@ -57,6 +57,10 @@ vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const ch
 vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec,
                                 vigil_error *err);
 
+/* A child's on_complete (its spawn_child body, borrowed): wake_on_all (its request's default),
+ * wake_on_each or none. */
+const char *vg_orch_on_complete(json_t *child);
+
 /* approve.c: ask a person about a high-risk child (its spawn_child body, borrowed): a pending
  * approval of the parent agent whose request names the child's run key. */
 vigil_code vg_orch_approval_ask(struct vg_env *env, json_t *child, vigil_error *err);

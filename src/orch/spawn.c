@@ -84,6 +84,7 @@ struct call {
     const struct vg_tool_request *q;
     json_t *parent;        /* the parent agent (owned) */
     json_t *parent_child;  /* the parent's own spawn_child record, or NULL (owned) */
+    json_t *parent_scopes; /* the scopes the parent's run may touch (owned): no child gets more */
     struct agents *agents; /* every agent, read once for the call's requests (owned), or NULL */
     struct vg_store_change_mark agents_mark; /* the mark they were read under (agents_read) */
     int agents_marked;                       /* agents_mark holds one: they may be kept */
@@ -129,16 +130,22 @@ static vigil_code last_admitted(struct vg_env *env, const char *agent, int64_t *
     return VIGIL_OK;
 }
 
-static int64_t cost_asked(json_t *child)
+/* The cost (micro-dollars) and tokens children hold until they end. */
+struct held {
+    int64_t cost, tokens;
+};
+
+static void hold(struct held *h, json_t *child)
 {
     json_t *req = json_object_get(child, "request");
-    return (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
+    h->cost += (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
+    h->tokens += vg_orch_jint(req, "token_budget");
 }
 
 static int reserved_cb(void *user, const struct vg_record *r)
 {
     json_t *b = json_loads(r->body, 0, NULL);
-    *(int64_t *)user += cost_asked(b);
+    hold(user, b);
     json_decref(b);
     return 0;
 }
@@ -147,16 +154,21 @@ static vigil_code reserved_waiting_cb(void *user, json_t *child, int64_t seq, vi
 {
     (void)seq;
     (void)err;
-    *(int64_t *)user += cost_asked(child);
+    hold(user, child);
     return VIGIL_OK;
 }
 
+static int64_t less_held(int64_t left, int64_t held)
+{
+    return left < 0 ? left : held >= left ? 0 : left - held;
+}
+
 /* What the parent's running and waiting children may still spend is not the parent's to give
- * again: their cost budgets are taken off what it has left. */
+ * again: their cost and token budgets are taken off what it has left. */
 static vigil_code reserve(struct call *c, vigil_error *err)
 {
     static const char *const states[] = {"running", "waiting", "approval"};
-    int64_t held = 0;
+    struct held held = {0};
     for (size_t i = 0; i < VG_ARRAY_LEN(states); i++) {
         struct vg_query q = {.kind = "spawn_child", .owner = c->q->agent_id, .k1 = states[i]};
         vigil_code rc = vg_store_scan(c->env->store, &q, reserved_cb, &held, err);
@@ -167,8 +179,20 @@ static vigil_code reserve(struct call *c, vigil_error *err)
         vg_orch_waiting_each(c->env, c->q->agent_id, NULL, reserved_waiting_cb, &held, err);
     if (rc)
         return rc;
-    c->base.cost_left = held >= c->base.cost_left ? 0 : c->base.cost_left - held;
+    c->base.cost_left = less_held(c->base.cost_left, held.cost);
+    c->base.tokens_left = less_held(c->base.tokens_left, held.tokens);
     return VIGIL_OK;
+}
+
+/* Whether a request of the call asks a token budget. */
+static int asks_tokens(const struct call *c)
+{
+    size_t i;
+    json_t *req;
+    json_array_foreach (json_object_get(c->q->args, "requests"), i, req)
+        if (json_object_get(req, "token_budget"))
+            return 1;
+    return 0;
 }
 
 /* The parent's remaining budgets and its reservations. */
@@ -183,14 +207,41 @@ static vigil_code read_budgets(struct call *c, vigil_error *err)
         return rc;
     json_t *lim = json_object_get(usage, "limits");
     json_t *cost = json_object_get(lim, "cost_micros"), *steps = json_object_get(lim, "steps");
+    json_t *tokens = json_object_get(lim, "tokens");
     c->base.cost_left =
         json_is_integer(cost) ? json_integer_value(cost) - vg_orch_jint(usage, "cost_micros") : -1;
+    c->base.tokens_left =
+        json_is_integer(tokens) ? json_integer_value(tokens) - vg_orch_jint(usage, "tokens") : -1;
     c->steps_left =
         json_is_integer(steps) ? json_integer_value(steps) - vg_orch_jint(usage, "steps") : -1;
     if (c->base.cost_left < -1)
         c->base.cost_left = 0;
+    if (c->base.tokens_left < -1)
+        c->base.tokens_left = 0;
     json_decref(usage);
-    return c->base.cost_left > 0 ? reserve(c, err) : VIGIL_OK;
+    /* Reservations matter only to a request that asks a budget of a limited parent. */
+    return c->base.cost_left > 0 || (c->base.tokens_left > 0 && asks_tokens(c)) ? reserve(c, err)
+                                                                                : VIGIL_OK;
+}
+
+/* The scopes the parent's run may touch: its manifest's allowed_scopes, narrowed by its run's
+ * own grant when it has one (a child's run, or a later run continuing it). A child is granted
+ * these, or fewer: a sub-agent never reaches outside its parent's scope (S2-043). */
+static vigil_code read_parent_scopes(struct call *c, json_t *config, vigil_error *err)
+{
+    json_t *g = NULL, *own = json_object_get(config, "allowed_scopes"), *granted;
+    vigil_error miss = {0}; /* a top-level run has no grant */
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(c->env, "tool_grant", c->q->run_key, &g, NULL, &miss));
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    granted = json_object_get(g, "scopes");
+    c->parent_scopes = json_is_array(granted) ? vg_tool_scopes_narrow(own, granted)
+                       : json_is_array(own)   ? json_copy(own)
+                                              : json_array();
+    json_decref(g);
+    return c->parent_scopes ? VIGIL_OK
+                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the scopes");
 }
 
 static vigil_code read_facts(struct call *c, vigil_error *err)
@@ -210,6 +261,8 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     if (rc)
+        return rc;
+    if ((rc = read_parent_scopes(c, config, err)))
         return rc;
     if (c->parent_child) {
         f->parent_depth = (int)vg_orch_jint(c->parent_child, "depth");
@@ -385,6 +438,9 @@ static char *child_input(json_t *child)
                   json_string_value(json_object_get(req, "goal")));
     json_array_foreach (json_object_get(req, "input_refs"), i, ref)
         vg_buf_printf(&b, "%s%s", i ? ", " : "\nInput references: ", json_string_value(ref));
+    const char *criteria = json_string_value(json_object_get(req, "success_criteria"));
+    if (criteria) /* what the parent will judge its result by, returned with it */
+        vg_buf_printf(&b, "\nSuccess criteria: %s", criteria);
     return vg_buf_detach(&b, NULL);
 }
 
@@ -435,7 +491,11 @@ vigil_code vg_orch_grant(struct vg_env *env, const char *run_key, json_t *child,
 {
     json_t *req = json_object_get(child, "request");
     json_t *tools = json_object_get(req, "allowed_tools");
-    json_t *scopes = json_object_get(req, "allowed_scopes");
+    /* What admission granted (never wider than the parent's); a child admitted before it was
+     * recorded has the scopes its request named. */
+    json_t *scopes = json_object_get(child, "granted_scopes");
+    if (!scopes)
+        scopes = json_object_get(req, "allowed_scopes");
     if (!tools && !scopes)
         return VIGIL_OK;
     return vg_tool_grant_put(env, run_key, json_string_value(json_object_get(child, "child_agent")),
@@ -463,6 +523,8 @@ static const char *parent_key(const struct call *c)
 struct one {
     json_t *req;
     const char *req_text;
+    json_t *scopes;          /* the scopes granted: the parent's, narrowed by the request's */
+    const char *scopes_text; /* the same, canonical */
     struct agent_row *child;
     int index;
     char session[64], key[65];
@@ -479,6 +541,7 @@ static char *child_text(const struct call *c, const struct one *o, const char *s
         {"child_kind", VG_JF_STR, a->kind, 0},
         {"child_name", VG_JF_STR, a->name, 0},
         {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
+        {"granted_scopes", VG_JF_RAW, o->scopes_text, 0},
         {"group", VG_JF_STR, c->group, 0},
         {"index", VG_JF_INT, NULL, o->index},
         {"max_steps", VG_JF_INT, NULL, child_steps(c, o->req)},
@@ -509,6 +572,7 @@ static json_t *child_tree(const struct call *c, const struct one *o)
         !t || json_object_set_new(t, "child_agent", json_string(o->child->id)) ||
         (o->child->name && json_object_set_new(t, "child_name", json_string(o->child->name))) ||
         json_object_set_new(t, "depth", json_integer(c->base.parent_depth + 1)) ||
+        json_object_set(t, "granted_scopes", o->scopes) ||
         json_object_set_new(t, "parent_agent", json_string(c->q->agent_id)) ||
         json_object_set_new(t, "parent_run_key", json_string(parent_key(c))) ||
         json_object_set(t, "request", o->req) ||
@@ -535,7 +599,7 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
     const char *status = child_status(v);
     char *text = c->recorded ? NULL : child_text(c, o, status);
     int inserted = 0;
-    json_t *rec = NULL, *req = o->req;
+    json_t *rec = NULL;
     struct vg_record r = {.kind = "spawn_child",
                           .id = o->key,
                           .owner = c->q->agent_id,
@@ -560,8 +624,8 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
         c->running_parent++;
         c->running_all++;
     }
-    int needs = inserted && (v != VG_ORCH_QUEUED || json_object_get(req, "allowed_tools") ||
-                             json_object_get(req, "allowed_scopes"));
+    /* Every child has a grant: its scopes are its parent's at most, whatever it asked. */
+    int needs = inserted;
     if (!rc && needs && !(rec = child_tree(c, o)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     vg_free(text);
@@ -585,7 +649,8 @@ static json_t *text_value(const char *s, int ascii)
  * verdict's name, its reason (admit.c's text), the run key (hex) and a child id found ASCII
  * when it was read (agent_cb) are not checked again as UTF-8. */
 static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v,
-                         const char *reason, const struct agent_row *child, const char *key)
+                         const char *reason, const struct agent_row *child, const char *key,
+                         json_t *request_id)
 {
     json_t *a = json_object();
     int bad =
@@ -594,6 +659,7 @@ static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v
         json_object_set_new(a, "reason", json_string_nocheck(reason)) ||
         (child && json_object_set_new(a, "child_agent", text_value(child->id, child->ascii))) ||
         (key && json_object_set_new(a, "run_key", json_string_nocheck(key))) ||
+        (request_id && json_object_set(a, "request_id", request_id)) ||
         json_object_set_new(a, "depth", json_integer(c->base.parent_depth + 1));
     if (bad) {
         json_decref(a);
@@ -605,9 +671,9 @@ static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v
 /* The same answer as canonical text, after the call's earlier ones: written from its fields as
  * the tree is built, so the executor never encodes the call's answer (tool.h, result_text). */
 static int answer_text(struct call *c, int index, enum vg_orch_verdict v, const char *reason,
-                       const char *child, const char *key)
+                       const char *child, const char *key, const char *request_id)
 {
-    struct vg_jfield f[6] = {
+    struct vg_jfield f[7] = {
         {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
         {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
         {"index", VG_JF_INT, NULL, index},
@@ -618,6 +684,8 @@ static int answer_text(struct call *c, int index, enum vg_orch_verdict v, const 
         f[n++] = (struct vg_jfield){"child_agent", VG_JF_STR, child, 0};
     if (key)
         f[n++] = (struct vg_jfield){"run_key", VG_JF_STR, key, 0};
+    if (request_id) /* the parent's name for the request, when it gave one */
+        f[n++] = (struct vg_jfield){"request_id", VG_JF_STR, request_id, 0};
     if (c->answers.len > 1)
         vg_buf_putc(&c->answers, ',');
     return vg_json_put_fields(&c->answers, f, n) < 0 || c->answers.fail;
@@ -693,18 +761,24 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
     const char *cid = o->child ? o->child->id : NULL;
     const char *key = v != VG_ORCH_DENIED ? o->key : NULL;
     struct vg_jfield f[] = {
-        {"child_agent", VG_JF_STR, cid, 0},     {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
-        {"index", VG_JF_INT, NULL, o->index},   {"reason", VG_JF_STR, reason, 0},
-        {"request", VG_JF_RAW, o->req_text, 0}, {"run_key", VG_JF_STR, key, 0},
+        {"child_agent", VG_JF_STR, cid, 0},
+        {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
+        {"index", VG_JF_INT, NULL, o->index},
+        {"reason", VG_JF_STR, reason, 0},
+        {"request", VG_JF_RAW, o->req_text, 0},
+        {"run_key", VG_JF_STR, key, 0},
+        {"granted_scopes", VG_JF_RAW, o->scopes_text, 0}, /* what a child admitted may touch */
     };
     if (c->decisions.len > 1)
         vg_buf_putc(&c->decisions, ',');
-    if (vg_json_put_fields(&c->decisions, f, VG_ARRAY_LEN(f)) < 0 || c->decisions.fail)
+    if (vg_json_put_fields(&c->decisions, f, VG_ARRAY_LEN(f) - (key ? 0 : 1)) < 0 ||
+        c->decisions.fail)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
     c->admitted += v == VG_ORCH_ADMITTED || v == VG_ORCH_QUEUED;
     c->awaiting += v == VG_ORCH_AWAITING_APPROVAL;
-    if (!(*answer = answer_of(c, o->index, v, reason, o->child, key)) ||
-        answer_text(c, o->index, v, reason, cid, key) ||
+    json_t *rid = json_object_get(o->req, "request_id");
+    if (!(*answer = answer_of(c, o->index, v, reason, o->child, key, rid)) ||
+        answer_text(c, o->index, v, reason, cid, key, json_string_value(rid)) ||
         journal_decision(c, o->index, v, reason, o->child, key))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
     return VIGIL_OK;
@@ -773,6 +847,13 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     vigil_code rc = req_text ? find_child(c, req, &o.child, err)
                              : VG_FAIL(err, VIGIL_ENOMEM, "out of memory deciding a spawn");
     o.req_text = req_text;
+    json_t *asked = json_object_get(req, "allowed_scopes");
+    o.scopes =
+        asked ? vg_tool_scopes_narrow(c->parent_scopes, asked) : json_incref(c->parent_scopes);
+    char *scopes_text = o.scopes ? vg_json_dump(o.scopes, 1) : NULL;
+    o.scopes_text = scopes_text;
+    if (!rc && !scopes_text)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory deciding a spawn");
     const char *cid = o.child ? o.child->id : NULL;
     f.child_found = o.child != NULL;
     f.child_is_parent = cid && !strcmp(cid, c->q->agent_id);
@@ -783,6 +864,8 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     const char *tier = json_string_value(json_object_get(req, "risk_tier"));
     f.high_risk = tier && !strcmp(tier, "high");
     f.cost_asked = (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
+    f.tokens_asked = vg_orch_jint(req, "token_budget");
+    f.approval_required = vg_orch_jint(req, "required_approvals") > 0;
     const char *reason;
     enum vg_orch_verdict v = vg_orch_admit(&f, &reason);
     size_t n = 0; /* "spawn:GROUP:INDEX" */
@@ -797,14 +880,15 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
             goto out;
         c->base.running_parent += v == VG_ORCH_ADMITTED;
         c->base.running_global += v == VG_ORCH_ADMITTED;
-        if (c->base.cost_left > 0)
-            c->base.cost_left -=
-                f.cost_asked < c->base.cost_left ? f.cost_asked : c->base.cost_left;
+        c->base.cost_left = less_held(c->base.cost_left, f.cost_asked);
+        c->base.tokens_left = less_held(c->base.tokens_left, f.tokens_asked);
     }
     if (!(rc = record_decision(c, &o, v, reason, &d, err)) && json_array_append_new(answers, d))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
 out:
     vg_free(req_text);
+    vg_free(scopes_text);
+    json_decref(o.scopes);
     return rc;
 }
 
@@ -880,6 +964,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
     json_decref(c.journal);
     json_decref(c.parent);
     json_decref(c.parent_child);
+    json_decref(c.parent_scopes);
     agents_keep(&c);
     vg_kill_on_release(&c.kill);
     return rc;

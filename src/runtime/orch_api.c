@@ -51,11 +51,11 @@ vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_jso
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
-static vigil_code count_tasks(vigil_runtime *rt, int64_t out[6], vigil_error *err)
+static vigil_code count_tasks(vigil_runtime *rt, int64_t out[VIGIL_TASK_STATUSES], vigil_error *err)
 {
-    static const char *const statuses[] = {"running", "pending", "ready",
-                                           "done",    "failed",  "cancelled"};
-    static const int slot[] = {2, 0, 1, 3, 4, 5};
+    static const char *const statuses[] = {"running", "pending",   "ready",    "done",
+                                           "failed",  "cancelled", "attention"};
+    static const int slot[] = {2, 0, 1, 3, 4, 5, 6};
     vigil_code rc = VIGIL_OK;
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(statuses); i++) {
         struct vg_query q = {.kind = "task", .k1 = statuses[i]};
@@ -95,7 +95,7 @@ static int marks_equal(const struct vg_store_change_mark a[2],
  * the marks of the records they count and served while the marks hold. The stored `running`
  * count goes first: it is small (a start writes only its wake) and takes the read batch's
  * snapshot, which a mark needs. */
-vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[6], vigil_error *err)
+vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[VIGIL_TASK_STATUSES], vigil_error *err)
 {
     if (!rt || !out)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");

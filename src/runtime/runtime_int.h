@@ -49,7 +49,7 @@ struct vigil_runtime {
     /* vigil_task_counts' last answer and the store's marks of task and wake_run records it was
      * counted under (orch_api.c); kept_counts_valid 0: count again. */
     int kept_counts_valid;
-    int64_t kept_counts[6];
+    int64_t kept_counts[VIGIL_TASK_STATUSES];
     struct vg_store_change_mark kept_counts_marks[2];
     int64_t retention_last_ms;      /* the daemon's last prune (retention.c), 0: none yet */
     struct vg_compactor *compactor; /* compactor.c: started by the first pass asked for */

@@ -244,22 +244,30 @@ static vigil_code wakes_part(struct status *s, vigil_error *err)
     return VIGIL_OK;
 }
 
-/* What waits for a person: approvals, operations in doubt, memory changes. */
+/* What waits for a person: approvals, operations in doubt, memory changes, and tasks in
+ * attention (a run that completed with a call in doubt: the task waits until a person answers
+ * the call, docs/orchestration.md). */
 static vigil_code waiting_part(struct status *s, vigil_error *err)
 {
-    static const char *const parts[][4] = {
-        {"approvals_pending", "approval", "tool call(s) wait for approval", "vigil approvals"},
-        {"in_doubt", "in_doubt", "operation(s) a crash left in doubt", "vigil indoubt list"},
-        {"memory_pending", "memory_pending", "memory change(s) wait for approval",
-         "vigil memory pending"}};
+    static const char *const parts[][5] = {
+        {"approvals_pending", "approval", "pending", "tool call(s) wait for approval",
+         "vigil approvals"},
+        {"in_doubt", "in_doubt", "pending", "operation(s) a crash left in doubt",
+         "vigil indoubt list"},
+        {"memory_pending", "memory_pending", "pending", "memory change(s) wait for approval",
+         "vigil memory pending"},
+        {"tasks_attention", "task", "attention",
+         "task(s) in attention: their run completed with a call in doubt (answer it: `vigil "
+         "indoubt list`)",
+         "vigil task list --status attention"}};
     vigil_code rc = VIGIL_OK;
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(parts); i++) {
         int64_t n = 0;
-        if ((rc = count(s, parts[i][1], "pending", &n, err)))
+        if ((rc = count(s, parts[i][1], parts[i][2], &n, err)))
             break;
         put(s, s->root, parts[i][0], json_integer(n));
         if (n)
-            attention(s, "%lld %s: `%s`", (long long)n, parts[i][2], parts[i][3]);
+            attention(s, "%lld %s: `%s`", (long long)n, parts[i][3], parts[i][4]);
     }
     return rc;
 }

@@ -1640,6 +1640,28 @@ vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char
     return rc;
 }
 
+json_t *vg_tool_scopes_narrow(json_t *have, json_t *grant)
+{
+    json_t *kept = json_array(), *s;
+    size_t i;
+    int bad = !kept;
+    /* The narrower of each pair that nests: a grant never widens, and a grant of one entity
+     * of a group the agent may touch gives that entity alone. */
+    json_array_foreach (have, i, s)
+        if (!bad && json_is_string(s) && scope_covered(grant, json_string_value(s)) &&
+            !str_in(kept, json_string_value(s)))
+            bad = json_array_append(kept, s) != 0;
+    json_array_foreach (grant, i, s)
+        if (!bad && json_is_string(s) && !scope_covered(kept, json_string_value(s)) &&
+            scope_covered(have, json_string_value(s)))
+            bad = json_array_append(kept, s) != 0;
+    if (bad) {
+        json_decref(kept);
+        return NULL;
+    }
+    return kept;
+}
+
 /* The run's grant narrows the agent's config for this call: the tools as a second allowlist
  * (may_call), the scopes as the intersection. *config (a reference the caller holds) is
  * replaced by a narrowed copy when the run has a grant: the agent's own config may be the env
@@ -1647,8 +1669,7 @@ vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char
 static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t **config_io,
                                   vigil_error *err)
 {
-    json_t *g = NULL, *tools, *scopes, *kept, *s, *config;
-    size_t i;
+    json_t *g = NULL, *tools, *scopes, *kept, *config;
     vigil_error miss = {0}; /* most runs have no grant */
     vigil_code rc =
         run_key ? vg_error_unless_missing(
@@ -1669,18 +1690,9 @@ static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_
         json_object_set(config, "granted_tools", tools))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
     if (!rc && (scopes = json_object_get(g, "scopes")) && !json_is_null(scopes)) {
-        if (!(kept = json_array()))
+        if (!(kept = vg_tool_scopes_narrow(json_object_get(config, "allowed_scopes"), scopes)))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
-        /* The narrower of each pair that nests: a grant never widens, and a grant of one
-         * entity of a group the agent may touch gives that entity alone. */
-        json_array_foreach (json_object_get(config, "allowed_scopes"), i, s)
-            if (!rc && json_is_string(s) && scope_covered(scopes, json_string_value(s)))
-                json_array_append(kept, s);
-        json_array_foreach (scopes, i, s)
-            if (!rc && json_is_string(s) && !scope_covered(kept, json_string_value(s)) &&
-                scope_covered(json_object_get(config, "allowed_scopes"), json_string_value(s)))
-                json_array_append(kept, s);
-        if (!rc)
+        else
             json_object_set_new(config, "allowed_scopes", kept);
     }
     json_decref(g);

@@ -410,6 +410,13 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
  */
 vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char *agent_id,
                              json_t *tools, json_t *scopes, vigil_error *err);
+/*
+ * The scopes of have that a grant leaves (a new array; NULL when out of memory): the narrower
+ * of each pair that nests ("work" and "work/t1" give "work/t1"), so the result is never wider
+ * than either list. What a grant of scopes does to an agent's allowed_scopes, and what the
+ * orchestrator grants a child: its parent's scopes narrowed by the child's request.
+ */
+json_t *vg_tool_scopes_narrow(json_t *have, json_t *grant);
 
 /* 1 if the agent may call the tool (same rule as visible_tools). */
 vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_id,

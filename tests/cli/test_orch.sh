@@ -104,6 +104,8 @@ check "$(sql "select group_concat(distinct json_extract(body,'\$.wake_reason')) 
 check "$(grep -c '"status": "completed"' "$T/tree.json")" 3 "the tree's completed children"
 has "$(cat "$T/tree.json")" "no live agent of the requested kind"
 has "$("$VIGIL" agent tree "$B")" "denied (no live agent"
+# each admitted decision says the scopes it granted (boss has none, so its children get none)
+has "$("$VIGIL" agent tree "$B")" "-> $W1, scopes: none"
 # Upwards too: a child's lineage names the agent that spawned it, and the parent's run.
 has "$("$VIGIL" agent tree "$W1")" "spawned by boss ($B), run "
 "$VIGIL" agent tree "$W1" --json >"$T/tree-w1.json" || bad "agent tree of a child"

@@ -87,6 +87,12 @@ scenario() {
   check "$(field "$t" .in_doubt.calls)" 1 "$name: T's calls in doubt"
   check "$(field "$u" .status)" pending "$name: U while T's call is in doubt"
   has "$("$VIGIL" task list --status attention)" "$t"
+  # vigil status counts it among what waits for a person (exit 11: something does)
+  local st=0
+  "$VIGIL" status --json >"$T/$name-status.json" 2>/dev/null || st=$?
+  check "$st" 11 "$name: vigil status's exit while T is in attention"
+  check "$(jq .tasks_attention "$T/$name-status.json")" 1 "$name: vigil status's tasks in attention"
+  has "$(jq -r '.attention[]' "$T/$name-status.json")" "1 task(s) in attention"
   has "$("$VIGIL" task show "$t")" "in doubt:   1 call(s) of run"
   local op
   op=$("$VIGIL" indoubt list --json | jq -r '.[0].operation_id')

@@ -396,6 +396,117 @@ TEST(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval)
     test_rt_close(&t);
 }
 
+/* A request's token budget must fit in what the parent has left today, after what its running
+ * children hold; a request requiring approval waits for a person whatever its risk tier, and
+ * starts once approved.
+ * proves: S0-144 (token budget, required approvals) */
+TEST(a_token_budget_is_admitted_within_the_parents_and_required_approvals_wait_for_a_person)
+{
+    struct test_rt t;
+    char a[37], b[37], *text = NULL;
+    test_rt_open(&t, "orch_tokens_approvals");
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true},"
+               "\"budgets\":{\"tokens\":1000}}",
+               a);
+    make_agent(&t, "w", "worker", "{}", b);
+    json_t *v = call(&t, a, "r1", "spawn_agents",
+                     "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\",\"token_budget\":2000},"
+                     "{\"agent\":\"w\",\"goal\":\"g\",\"token_budget\":600},"
+                     "{\"agent\":\"w\",\"goal\":\"g\",\"token_budget\":600}]}");
+    ASSERT_STREQ(field(child(v, 0), "decision"), "denied");
+    ASSERT_CONTAINS(field(child(v, 0), "reason"), "token budget");
+    ASSERT_STREQ(field(child(v, 1), "decision"), "admitted");
+    /* 600 of the 1,000 are held by the running child: 400 are left. */
+    ASSERT_CONTAINS(field(child(v, 2), "reason"), "token budget");
+    json_decref(v);
+    v = call(&t, a, "r2", "spawn_agents",
+             "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\",\"token_budget\":400,"
+             "\"required_approvals\":1,\"risk_tier\":\"low\",\"request_id\":\"mine\"}]}");
+    ASSERT_STREQ(field(child(v, 0), "decision"), "awaiting_approval");
+    ASSERT_CONTAINS(field(child(v, 0), "reason"), "requires a person's approval");
+    ASSERT_STREQ(field(child(v, 0), "request_id"), "mine");
+    char key[65];
+    snprintf(key, sizeof key, "%s", field(child(v, 0), "run_key"));
+    json_decref(v);
+    ASSERT_EQ(count(&t, "wake_run", NULL), 1); /* r1's admitted child's; none for this one */
+    ASSERT_OK(vigil_approval_list(t.rt, a, "pending", &text, E));
+    json_t *list = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *item = json_array_get(list, 0);
+    ASSERT(item != NULL);
+    char id[64];
+    snprintf(id, sizeof id, "%s", field(item, "id"));
+    json_decref(list);
+    ASSERT_OK(vigil_approval_resolve(t.rt, id, 1, "alice", NULL, NULL, E));
+    ASSERT_EQ(count(&t, "wake_run", NULL), 2);
+    json_t *rec = NULL;
+    ASSERT_OK(vg_orch_child_get(t.env, key, &rec, NULL, E));
+    ASSERT_STREQ(field(rec, "status"), "running");
+    json_decref(rec);
+    test_rt_close(&t);
+}
+
+/* The verdict of key in verdicts (borrowed), or NULL. */
+static json_t *verdict_of(json_t *verdicts, const char *key)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (verdicts, i, v)
+        if (!strcmp(field(v, "decision_key"), key))
+            return v;
+    return NULL;
+}
+
+/* When children answer one decision differently, the policy picks one from the results alone:
+ * the answer most gave (compared trimmed, white space collapsed, case folded), ties to the
+ * lowest index; a failed child has no vote; a key only one child names is no decision; the
+ * order the results come in changes nothing.
+ * proves: S0-142 */
+TEST(disagreeing_children_are_arbitrated_by_a_fixed_policy)
+{
+    const char *text =
+        "[{\"index\":0,\"status\":\"completed\",\"result\":\"Take the M6\",\"decision_key\":"
+        "\"route\",\"request_id\":\"a\"},"
+        "{\"index\":1,\"status\":\"completed\",\"result\":\" take the  a1 \",\"decision_key\":"
+        "\"route\",\"request_id\":\"b\"},"
+        "{\"index\":2,\"status\":\"completed\",\"result\":\"Take the A1\",\"decision_key\":"
+        "\"route\",\"request_id\":\"c\"},"
+        "{\"index\":3,\"status\":\"failed\",\"result\":\"Take the M6\",\"decision_key\":"
+        "\"route\"},"
+        "{\"index\":5,\"status\":\"completed\",\"result\":\"no\",\"decision_key\":\"go\"},"
+        "{\"index\":4,\"status\":\"completed\",\"result\":\"yes\",\"decision_key\":\"go\"},"
+        "{\"index\":6,\"status\":\"completed\",\"result\":\"OK\",\"decision_key\":\"same\"},"
+        "{\"index\":7,\"status\":\"completed\",\"result\":\"ok\",\"decision_key\":\"same\"},"
+        "{\"index\":8,\"status\":\"completed\",\"result\":\"alone\",\"decision_key\":\"solo\"},"
+        "{\"index\":9,\"status\":\"completed\",\"result\":\"x\"}]";
+    json_t *results = json_loads(text, 0, NULL), *reversed = json_array(), *r;
+    size_t i;
+    ASSERT(results != NULL);
+    json_array_foreach (results, i, r)
+        json_array_insert(reversed, 0, r);
+    json_t *a = vg_orch_arbitrate(results), *b = vg_orch_arbitrate(reversed);
+    ASSERT_EQ(json_array_size(a), 3); /* route, go, same; solo has one voter, 9 no key */
+    json_t *route = verdict_of(a, "route"), *go = verdict_of(a, "go"),
+           *same = verdict_of(a, "same");
+    ASSERT(route && go && same && !verdict_of(a, "solo"));
+    ASSERT_EQ(json_integer_value(json_object_get(route, "chosen_index")), 1);
+    ASSERT_STREQ(field(route, "chosen_request_id"), "b");
+    ASSERT_STREQ(field(route, "answer"), "take the a1");
+    ASSERT_EQ(json_integer_value(json_object_get(route, "votes")), 2);
+    ASSERT_EQ(json_integer_value(json_object_get(route, "voters")), 3);
+    ASSERT(json_is_false(json_object_get(route, "agreed")));
+    ASSERT_EQ(json_integer_value(json_object_get(go, "chosen_index")), 4); /* a tie */
+    ASSERT(json_is_true(json_object_get(same, "agreed")));
+    /* The same verdicts whatever the order of the results. */
+    json_array_foreach (a, i, r)
+        ASSERT(json_equal(r, verdict_of(b, field(r, "decision_key"))));
+    json_decref(a);
+    json_decref(b);
+    json_decref(results);
+    json_decref(reversed);
+}
+
 /* An agent may not spawn itself, and a grant to a tool its own manifest lacks gives nothing. */
 /* proves: S0-146 */
 TEST(a_child_runs_under_its_own_envelope_whatever_the_parent_grants)
@@ -469,6 +580,124 @@ static json_t *run_decisions(struct test_rt *t, const char *run_key)
     json_t *d = NULL;
     ASSERT_OK(vg_orch_run_decisions(t->env, run_key, &d, E));
     return d;
+}
+
+static vigil_code category_write(void *user, const vigil_tool_call_info *call, const char *args,
+                                 char **out, vigil_error *err)
+{
+    (void)user;
+    (void)call;
+    (void)args;
+    (void)err;
+    *out = vg_strdup("{\"written\":true}");
+    return VIGIL_OK;
+}
+
+/* A tool that writes into the category its argument names (scope rule "argument"). */
+static void register_category_tool(struct test_rt *t)
+{
+    vigil_tool_def d = {.name = "cat_write",
+                        .description = "write into a category",
+                        .input_schema_json = "{\"type\":\"object\",\"required\":[\"category\"],"
+                                             "\"properties\":{\"category\":{\"type\":\"string\"}}}",
+                        .contract_json = "{\"mutating\":true,\"scope\":{\"rule\":\"argument\","
+                                         "\"arguments\":[\"category\"]}}"};
+    ASSERT_OK(vigil_tool_register(t->rt, &d, category_write, NULL, E));
+}
+
+/* The error code of cat_write into category in the run key's run ("" when it ran). */
+static const char *write_into(struct test_rt *t, const char *agent, const char *key,
+                              const char *category)
+{
+    static char code[64];
+    char args[128];
+    snprintf(args, sizeof args, "{\"category\":\"%s\"}", category);
+    json_t *v = call(t, agent, key, "cat_write", args);
+    snprintf(code, sizeof code, "%s", field(v, "error_code") ? field(v, "error_code") : "");
+    json_decref(v);
+    return code;
+}
+
+/* One child spawned in run `key` with the request's extra fields; its run key into out, and
+ * the scopes its decision records it was granted (canonical text). */
+static void spawn_scoped(struct test_rt *t, const char *parent, const char *key, const char *fields,
+                         char out[65], char *granted, size_t n)
+{
+    char args[512];
+    snprintf(args, sizeof args, "{\"requests\":[{\"agent\":\"w\",\"goal\":\"go\"%s}]}", fields);
+    json_t *v = call(t, parent, key, "spawn_agents", args);
+    ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+    snprintf(out, 65, "%s", field(child(v, 0), "run_key"));
+    json_decref(v);
+    json_t *d = run_decisions(t, key);
+    json_t *g = json_object_get(json_array_get(d, 0), "granted_scopes");
+    char *text = json_is_array(g) ? vg_json_dump(g, 1) : NULL;
+    snprintf(granted, n, "%s", text ? text : "(none recorded)");
+    vg_free(text);
+    json_decref(d);
+}
+
+/* A sub-agent never reaches outside its parent's scope, whatever its request asks: spawned
+ * with no scopes it gets its parent's, with wider ones the parent's part of them; the gate
+ * refuses the rest, and the decision names what was granted. A child's own child is held to
+ * the child's grant in turn. The agent record's allowed_scopes says what its config grants.
+ * proves: S2-043 */
+TEST(a_child_never_gets_more_than_its_parents_scopes)
+{
+    struct test_rt t;
+    char boss[37], w[37], mid[37], k[65], granted[256], *text = NULL;
+    test_rt_open(&t, "orch_scopes");
+    register_category_tool(&t);
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true},"
+               "\"allowed_scopes\":[\"cat-a\"]}",
+               boss);
+    make_agent(&t, "w", "worker",
+               "{\"tools\":[\"cat_write\"],\"allowed_scopes\":[\"cat-a\",\"cat-b\"]}", w);
+    make_agent(&t, "mid", "worker",
+               "{\"tools\":[\"cat_write\",\"spawn_agents\"],\"spawn\":{\"enabled\":true},"
+               "\"allowed_scopes\":[\"cat-a\",\"cat-b\"]}",
+               mid);
+    /* The child's own runs touch both of its categories. */
+    ASSERT_STREQ(write_into(&t, w, "own", "cat-b"), "");
+    /* No scopes asked: the parent's. */
+    spawn_scoped(&t, boss, "r1", "", k, granted, sizeof granted);
+    ASSERT_STREQ(write_into(&t, w, k, "cat-a"), "");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-b"), "out_of_scope");
+    ASSERT_STREQ(granted, "[\"cat-a\"]");
+    /* Wider scopes asked: the parent's part of them. */
+    spawn_scoped(&t, boss, "r2", ",\"allowed_scopes\":[\"cat-b\",\"cat-a\",\"cat-c\"]", k, granted,
+                 sizeof granted);
+    ASSERT_STREQ(granted, "[\"cat-a\"]");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-b"), "out_of_scope");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-a"), "");
+    /* Narrower asked: that. */
+    spawn_scoped(&t, boss, "r3", ",\"allowed_scopes\":[\"cat-a/t1\"]", k, granted, sizeof granted);
+    ASSERT_STREQ(granted, "[\"cat-a/t1\"]");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-a"), "out_of_scope");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-a/t1"), "");
+    /* A child allowed to spawn passes on no more than it was granted. */
+    char args[256], km[65];
+    json_t *v = call(&t, boss, "r4", "spawn_agents",
+                     "{\"requests\":[{\"agent\":\"mid\",\"goal\":\"go\",\"allowed_tools\":"
+                     "[\"cat_write\",\"spawn_agents\"]}]}");
+    snprintf(km, sizeof km, "%s", field(child(v, 0), "run_key"));
+    json_decref(v);
+    ASSERT_STREQ(write_into(&t, mid, km, "cat-b"), "out_of_scope");
+    snprintf(args, sizeof args, ",\"allowed_scopes\":[\"cat-b\"]");
+    spawn_scoped(&t, mid, km, args, k, granted, sizeof granted);
+    ASSERT_STREQ(granted, "[]");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-b"), "out_of_scope");
+    ASSERT_STREQ(write_into(&t, w, k, "cat-a"), "out_of_scope");
+    /* The agent's record says what its config grants (it said [] before). */
+    ASSERT_OK(vigil_agent_show(t.rt, w, &text, E));
+    json_t *shown = json_loads(text, 0, NULL);
+    vigil_free(text);
+    text = vg_json_dump(json_object_get(json_object_get(shown, "agent"), "allowed_scopes"), 1);
+    ASSERT_STREQ(text, "[\"cat-a\",\"cat-b\"]");
+    vg_free(text);
+    json_decref(shown);
+    test_rt_close(&t);
 }
 
 /* proves: S0-147 */
@@ -938,6 +1167,9 @@ int main(void)
     RUN(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
     RUN(a_grant_narrows_the_child_and_never_widens_it);
+    RUN(disagreeing_children_are_arbitrated_by_a_fixed_policy);
+    RUN(a_child_never_gets_more_than_its_parents_scopes);
+    RUN(a_token_budget_is_admitted_within_the_parents_and_required_approvals_wait_for_a_person);
     RUN(a_spawn_call_records_all_its_decisions_in_one_record);
     RUN(decisions_stored_one_a_record_before_spawn_call_still_read);
     RUN(a_child_started_by_another_process_between_calls_counts_against_the_cap);

@@ -1124,6 +1124,182 @@ TEST(an_unanswered_approval_expires_by_the_sweep_and_the_parent_wakes_with_the_d
     test_rt_close(&t);
 }
 
+/* A child given a token budget calls tools until its answered calls have used it (50 tokens a
+ * call here): it stops before its next call, and what it spent is its parent's. */
+#define SPENT_NOTE(n)                                                                              \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"t" #n "\",\"name\":\"record_observations\","         \
+    "\"arguments\":\"{\\\"notes\\\":[\\\"more " #n "\\\"]}\"}],\"stop_reason\":\"tool_use\","      \
+    "\"usage\":{\"input_tokens\":40,\"output_tokens\":10}}},"
+static const char *TOKENS =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"greedy\\\",\\\"goal\\\":\\\"eat\\\","
+    "\\\"token_budget\\\":120}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}}," SPENT_NOTE(1) SPENT_NOTE(2) SPENT_NOTE(3)
+        SPENT_NOTE(4) SPENT_NOTE(5) SPENT_NOTE(6) "{\"response\":{\"text\":\"parent again\"}}";
+
+/* proves: S0-144 (token budget) */
+TEST(a_childs_token_budget_stops_it_and_its_tokens_are_its_parents)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], greedy[37];
+    int ran = 0;
+    cassette("orch_tokens", TOKENS);
+    test_rt_open(&t, "orch_tokens");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "greedy", "{\"tools\":[\"record_observations\"]}", greedy);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Go.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 2, &ran, E));
+    ASSERT_EQ(ran, 2); /* the parent's run, then the child's */
+    json_t *kids = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, boss, &kids, E));
+    json_t *kid = json_array_get(json_object_get(kids, "children"), 0);
+    json_t *spent = json_object_get(kid, "spent");
+    /* 50, 100, 150: the third call reached 120, so no fourth was made. */
+    ASSERT_EQ(json_integer_value(json_object_get(spent, "steps")), 3);
+    ASSERT_EQ(json_integer_value(json_object_get(spent, "tokens")), 150);
+    json_decref(kids);
+    json_t *usage = NULL;
+    ASSERT_OK(vg_budget_usage(t.env, boss, &usage, E));
+    ASSERT(json_integer_value(json_object_get(usage, "tokens")) >= 150);
+    json_decref(usage);
+    /* The child's run says why it stopped. */
+    char *runs = NULL;
+    ASSERT_OK(vigil_runs_list(t.rt, greedy, NULL, NULL, 5, &runs, E));
+    ASSERT_CONTAINS(runs, "stopped: its tokens budget is spent");
+    vigil_free(runs);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static const char *STRATEGIES =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"find a train\\\","
+    "\\\"request_id\\\":\\\"alpha\\\",\\\"success_criteria\\\":\\\"names a departure time\\\","
+    "\\\"on_complete\\\":\\\"wake_on_each\\\"},"
+    "{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"tidy up\\\",\\\"on_complete\\\":\\\"none\\\"},"
+    "{\\\"agent\\\":\\\"w2\\\",\\\"goal\\\":\\\"find a hotel\\\","
+    "\\\"success_criteria\\\":\\\"names a street\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}},"
+    "{\"response\":{\"text\":\"answer one\"}},{\"response\":{\"text\":\"answer two\"}},"
+    "{\"response\":{\"text\":\"answer three\"}},{\"response\":{\"text\":\"answer four\"}},"
+    "{\"response\":{\"text\":\"answer five\"}}";
+
+/* The session of agent's child record of index i under boss. */
+static void child_session(struct test_rt *t, const char *boss, int i, char *out, size_t n)
+{
+    json_t *kids = NULL, *c;
+    size_t k;
+    ASSERT_OK(vg_orch_tree(t->env, boss, &kids, E));
+    out[0] = '\0';
+    json_array_foreach (json_object_get(kids, "children"), k, c) {
+        json_t *rec = NULL;
+        if (json_integer_value(json_object_get(c, "index")) != i)
+            continue;
+        ASSERT_OK(vg_orch_child_get(t->env, json_string_value(json_object_get(c, "run_key")), &rec,
+                                    NULL, E));
+        snprintf(out, n, "%s", json_string_value(json_object_get(rec, "session")));
+        json_decref(rec);
+    }
+    json_decref(kids);
+    ASSERT(out[0]);
+}
+
+/* on_complete says what the parent is woken with: wake_on_each, a wake with that child's
+ * result as soon as it ends; none, no wake at all; wake_on_all (the default), one wake once
+ * the last such child ends, with their results alone. A child's success criteria are in its
+ * input and come back with its result, with the request's id.
+ * proves: S0-144 (request id, success criteria, on-complete strategy) */
+TEST(on_complete_and_success_criteria_shape_what_the_parent_is_woken_with)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[3][37], session[100];
+    int ran = 0;
+    cassette("orch_strategies", STRATEGIES);
+    test_rt_open(&t, "orch_strategies");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid[0]);
+    make_agent(&t, "w1", "{}", kid[1]);
+    make_agent(&t, "w2", "{}", kid[2]);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Plan the trip.");
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "completed"), 3);
+    /* The first run, the wake of w0 alone, the wake of the rest (w2's); none of w1. */
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 3);
+    char *text = thread_text(&t, boss, "s1");
+    const char *each = strstr(text, "An agent you spawned has finished");
+    const char *all = strstr(text, "The agents you spawned have finished");
+    ASSERT(each != NULL && all != NULL);
+    ASSERT_CONTAINS(each, "\"request_id\":\"alpha\"");
+    ASSERT_CONTAINS(each, "\"success_criteria\":\"names a departure time\"");
+    /* The wake on all carries w2's result (its id is the decision's, GROUP:2), not w0's or
+     * w1's. */
+    const char *end = strchr(all, '\n');
+    size_t len = end ? (size_t)(end - all) : strlen(all);
+    char *line = strndup(all, len);
+    ASSERT_CONTAINS(line, "\"success_criteria\":\"names a street\"");
+    ASSERT_CONTAINS(line, ":2\"");
+    ASSERT(strstr(line, "\"index\":0") == NULL && strstr(line, "\"index\":1") == NULL);
+    free(line);
+    free(text);
+    /* The child read its criteria with its goal. */
+    child_session(&t, boss, 0, session, sizeof session);
+    text = thread_text(&t, kid[0], session);
+    ASSERT_CONTAINS(text, "Success criteria: names a departure time");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static const char *DISAGREE =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"pick a route\\\","
+    "\\\"decision_key\\\":\\\"route\\\"},{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"pick a "
+    "route\\\",\\\"decision_key\\\":\\\"route\\\"},{\\\"agent\\\":\\\"w2\\\",\\\"goal\\\":"
+    "\\\"pick a route\\\",\\\"decision_key\\\":\\\"route\\\"}]}\"}],\"stop_reason\":"
+    "\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Asked three.\"}},"
+    "{\"response\":{\"text\":\"Take the A1\"}},{\"response\":{\"text\":\"Take the M6\"}},"
+    "{\"response\":{\"text\":\"take the  a1\"}},{\"response\":{\"text\":\"A1 it is.\"}}";
+
+/* Three children answer one decision (decision_key route), two of them alike: the parent's
+ * results wake carries the policy's verdict beside the results, whichever child answered
+ * what. proves: S0-142 */
+TEST(children_that_disagree_on_one_decision_wake_the_parent_with_the_verdict)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[3][37];
+    int ran = 0;
+    cassette("orch_disagree", DISAGREE);
+    test_rt_open(&t, "orch_disagree");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid[0]);
+    make_agent(&t, "w1", "{}", kid[1]);
+    make_agent(&t, "w2", "{}", kid[2]);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Which road?");
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    char *text = thread_text(&t, boss, "s1");
+    const char *verdict = strstr(text, "vigil chose by its arbitration policy");
+    ASSERT(verdict != NULL);
+    ASSERT_CONTAINS(verdict, "\"answer\":\"take the a1\"");
+    ASSERT_CONTAINS(verdict, "\"votes\":2");
+    ASSERT_CONTAINS(verdict, "\"agreed\":false");
+    ASSERT_CONTAINS(text, "A1 it is.");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -1145,5 +1321,8 @@ int main(void)
     RUN(a_childs_model_is_shown_only_the_tools_its_parent_granted);
     RUN(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision);
     RUN(an_unanswered_approval_expires_by_the_sweep_and_the_parent_wakes_with_the_denial);
+    RUN(a_childs_token_budget_stops_it_and_its_tokens_are_its_parents);
+    RUN(on_complete_and_success_criteria_shape_what_the_parent_is_woken_with);
+    RUN(children_that_disagree_on_one_decision_wake_the_parent_with_the_verdict);
     return 0;
 }

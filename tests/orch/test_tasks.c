@@ -234,9 +234,9 @@ TEST(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts)
     /* The counts by stored status (pending, ready, running, done, failed, cancelled) that the
      * daemon's event poller reads instead of the list: a and b cancelled, c running by its
      * wake (stored ready until its run ends). */
-    int64_t n[6] = {-1, -1, -1, -1, -1, -1};
+    int64_t n[VIGIL_TASK_STATUSES] = {-1, -1, -1, -1, -1, -1, -1};
     ASSERT_OK(vigil_task_counts(t.rt, n, E));
-    ASSERT(n[0] == 0 && n[1] == 1 && n[2] == 1 && n[3] == 0 && n[4] == 0 && n[5] == 2);
+    ASSERT(n[0] == 0 && n[1] == 1 && n[2] == 1 && n[3] == 0 && n[4] == 0 && n[5] == 2 && n[6] == 0);
     test_rt_close(&t);
 }
 
@@ -291,7 +291,7 @@ TEST(task_counts_follow_every_writer_while_kept_between_calls)
 {
     struct test_rt t;
     char a[37], b[37], w[37];
-    int64_t n[6];
+    int64_t n[VIGIL_TASK_STATUSES];
     test_rt_open(&t, "task_counts");
     vigil_agent_spec s = {.name = "w", .kind = "worker"};
     ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));

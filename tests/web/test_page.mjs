@@ -163,6 +163,14 @@ async function main() {
   chatTurn(2, { error: { code: 'EAUTH', message: 'http 401 (authentication failed): bad key' } });
   const summary = JSON.parse(vigil(['task', 'add', '--title', 'Write the summary', '--json'])).id;
   vigil(['task', 'add', '--title', 'Gather the logs', '--kind', 'worker', '--blocks', summary, '--json']);
+  // A task in attention: its run completed with a call in doubt. The real way there is a daemon
+  // killed mid-call (tests/cli/test_task_doubt.sh); here the stored task is set so directly, as
+  // that run's end writes it, for the views that show it.
+  const doubted = JSON.parse(vigil(['task', 'add', '--title', 'Restart the cluster', '--json'])).id;
+  execFileSync('sqlite3', [env.VIGIL_STORE, "UPDATE records SET k1 = 'attention', body = json_set(body, '$.status', " +
+    "'attention', '$.result', 'restarted', '$.in_doubt', json('{\"run_key\":\"0123456789abcdef0123\",\"calls\":1,\"since_ms\":1}')) " +
+    "WHERE kind = 'task' AND body LIKE '%Restart the cluster%'"]);
+  check(JSON.parse(vigil(['task', 'show', doubted, '--json'])).status === 'attention', 'a task in attention to show');
 
   const { d, port } = await startDaemon();
   const base = 'http://127.0.0.1:' + port;
@@ -438,6 +446,17 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     check(await page.locator('section[data-status="ready"] tr', { hasText: 'Gather the logs' }).count() === 1,
       'a task with nothing to wait for is ready');
     check(await page.locator('#nav-tasks[aria-current="page"]').count() === 1, 'the nav marks the tasks view');
+    // A task in attention is shown first, saying which calls of which run wait for a person.
+    const held = page.locator('section[data-status="attention"] tr', { hasText: 'Restart the cluster' });
+    await held.waitFor();
+    check(/In doubt: 1 call\(s\) of run 0123456789abcdef/.test(await held.innerText()), 'a task in attention names its calls in doubt');
+    check(await page.locator('section[data-status]').first().getAttribute('data-status') === 'attention',
+      'tasks in attention come first');
+    const metrics = await raw(port, 'GET', '/metrics', { Authorization: 'Bearer ' + token });
+    check(/vigil_tasks\{status="attention"\} 1/.test(metrics.body), '/metrics counts the task in attention: ' + metrics.status);
+    const status = JSON.parse(vigil(['status', '--json'], 11));
+    check(status.tasks_attention === 1 && status.attention.some((l) => /task\(s\) in attention/.test(l)),
+      'vigil status says a task is in attention');
     await shot('08-tasks');
 
     // Lineage, as `vigil agent tree`: the planner's child and its decisions (a denied one with
