@@ -3,7 +3,7 @@
  * links (message_payload, report_source_span, tool_effect, summary spans, host references such
  * as agent_task) are keyed by (type, from, to), so adding one twice stores it once, and are
  * read from either end by type: k1 "<type>:<from>" (vg_link_targets), k2 "<type>:<to>"
- * (vg_link_sources), both indexed (docs/internals/STORE.md, migration 28). The
+ * (vg_link_sources), both indexed (docs/internals/STORE.md, migration 27). The
  * message_prev link is the one relation not stored: every message already names its thread's
  * previous message (prev_id), so a row would repeat it and cost every append an insert with
  * three index entries; vg_link_targets answers it from the message. Pointer links (agent_state,
@@ -146,6 +146,24 @@ static vigil_code message_prev_targets(struct vg_env *env, const char *from, jso
     return rc;
 }
 
+/* The links q finds, as an array of each one's `end` field ("to" or "from"), oldest first. */
+static vigil_code links_scan(struct vg_env *env, const struct vg_query *q, const char *end,
+                             json_t **out, vigil_error *err)
+{
+    struct targets_ctx c = {json_array(), end, 0};
+    if (!c.out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    vigil_code rc = vg_store_scan(env->store, q, targets_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    if (rc) {
+        json_decref(c.out);
+        return rc;
+    }
+    *out = c.out;
+    return VIGIL_OK;
+}
+
 vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
                            vigil_error *err)
 {
@@ -164,24 +182,13 @@ vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *fro
     char k1[512];
     if (snprintf(k1, sizeof k1, "%s:%s", type, from) >= (int)sizeof k1)
         return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);
-    struct targets_ctx c = {json_array(), "to", 0};
-    if (!c.out)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
     struct vg_query q = {.kind = "link", .k1 = k1};
-    vigil_code rc = vg_store_scan(env->store, &q, targets_cb, &c, err);
-    if (!rc && c.failed)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
-    if (rc) {
-        json_decref(c.out);
-        return rc;
-    }
-    *out = c.out;
-    return VIGIL_OK;
+    return links_scan(env, &q, "to", out, err);
 }
 
 /*
  * The other way: the links of a type to `to`, by k2 ("<type>:<to>"), which both adapters index
- * for links that are not pointers (SQLite from schema 28). Oldest first, as stored.
+ * for links that are not pointers (SQLite from schema 27). Oldest first, as stored.
  */
 vigil_code vg_link_sources(struct vg_env *env, const char *type, const char *to, json_t **out,
                            vigil_error *err)
@@ -193,19 +200,8 @@ vigil_code vg_link_sources(struct vg_env *env, const char *type, const char *to,
     char k2[512];
     if (vg_join(k2, sizeof k2, type, ':', to) < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "link %s to \"%s\" is too long", type, to);
-    struct targets_ctx c = {json_array(), "from", 0};
-    if (!c.out)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
     struct vg_query q = {.kind = "link", .k2 = k2};
-    vigil_code rc = vg_store_scan(env->store, &q, targets_cb, &c, err);
-    if (!rc && c.failed)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
-    if (rc) {
-        json_decref(c.out);
-        return rc;
-    }
-    *out = c.out;
-    return VIGIL_OK;
+    return links_scan(env, &q, "from", out, err);
 }
 
 vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
