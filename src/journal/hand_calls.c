@@ -9,6 +9,7 @@
  * call, invalid arguments) is not listed: its caller got the refusal at once.
  */
 #include "base/common.h"
+#include "base/json.h"
 
 #include "journal/journal_int.h"
 #include "store/store.h"
@@ -28,9 +29,8 @@ struct hand_page {
  * cut as flag. */
 static int put_preview(json_t *it, const char *key, const char *flag, char *text)
 {
-    size_t len = text ? strlen(text) : 0, n = VG_MIN(len, (size_t)HAND_PREVIEW_BYTES);
-    while (n < len && n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
-        n--;
+    size_t len = text ? strlen(text) : 0;
+    size_t n = vg_utf8_cut(text, len, (size_t)HAND_PREVIEW_BYTES);
     int bad = json_object_set_new(it, key, text ? json_stringn(text, n) : json_null()) ||
               json_object_set_new(it, flag, json_boolean(n < len));
     vg_free(text);

@@ -246,12 +246,7 @@ static int set_preview(json_t *o, const char *key, const char *flag, const char 
     if (!text)
         return json_object_set_new(o, key, json_null()) ||
                json_object_set_new(o, flag, json_false());
-    size_t n = len;
-    if (n > PREVIEW_BYTES) {
-        n = PREVIEW_BYTES;
-        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
-            n--;
-    }
+    size_t n = vg_utf8_cut(text, len, PREVIEW_BYTES);
     return json_object_set_new(o, key, json_stringn(text, n)) ||
            json_object_set_new(o, flag, json_boolean(n < len));
 }

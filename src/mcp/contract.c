@@ -267,9 +267,7 @@ json_t *vg_mcp_result_for_model(const json_t *result, size_t max_text)
         return NULL;
     }
     if (b.len > max_text) {
-        size_t cut = max_text;
-        while (cut > 0 && ((unsigned char)b.data[cut] & 0xC0) == 0x80)
-            cut--; /* never split a UTF-8 sequence */
+        size_t cut = vg_utf8_cut(b.data, b.len, max_text); /* never split a UTF-8 sequence */
         size_t dropped = b.len - cut;
         b.len = cut;
         b.data[cut] = '\0';
